@@ -1,0 +1,6 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml ./
+COPY . .
+RUN pip install --no-cache-dir -e . && python manage.py collectstatic --noinput -v0 || true
+EXPOSE 8000

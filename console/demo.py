@@ -1,0 +1,113 @@
+"""The demo cluster: a tenant, two workspaces, quotas with simulated nodes, a public pool, three users."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from quotas.models import Executor, Membership, Node, Quota, ResourceSpec, ResourceType, Role, Tenant, Workspace
+
+DEMO_PASSWORD = "opendlc-demo"
+
+# instance type, resource type, vCPU, memory GiB, GPUs, GPU type, on-demand price per node-minute
+SPECS = [
+    ("ecs.g7.xlarge", ResourceType.ECS, 4, 16, 0, "", "0.010600"),
+    ("ecs.gn7i-c8g1.2xlarge", ResourceType.ECS, 8, 30, 1, "NVIDIA A10", "0.147000"),
+    ("ecs.gn6v-c8g1.16xlarge", ResourceType.ECS, 64, 256, 8, "NVIDIA V100", "1.050000"),
+    ("ml.gu7xf.c96m1600.8-gu108", ResourceType.LINGJUN, 96, 1600, 8, "GU108", "2.100000"),
+]
+
+# quota name, parent, resource type, workspaces, {instance type: node count}
+QUOTAS = [
+    ("ml-platform", None, ResourceType.ECS, ["ml-research", "vision-lab"], {}),
+    ("nlp-team", "ml-platform", ResourceType.ECS, ["ml-research"], {"ecs.gn6v-c8g1.16xlarge": 2}),
+    ("cv-team", "ml-platform", ResourceType.ECS, ["vision-lab"], {"ecs.gn6v-c8g1.16xlarge": 2}),
+    ("llm-pretrain", None, ResourceType.LINGJUN, ["ml-research"], {"ml.gu7xf.c96m1600.8-gu108": 2}),
+    ("llm-finetune", None, ResourceType.LINGJUN, ["vision-lab"], {"ml.gu7xf.c96m1600.8-gu108": 1}),
+]
+
+PUBLIC_POOL = {
+    "ecs.g7.xlarge": 4,
+    "ecs.gn7i-c8g1.2xlarge": 6,
+    "ecs.gn6v-c8g1.16xlarge": 2,
+    "ml.gu7xf.c96m1600.8-gu108": 2,
+}
+
+
+@dataclass
+class Seeded:
+    created: bool
+    access_key_id: str = ""
+    access_key_secret: str = ""
+    workspace_id: int = 0
+
+
+def is_seeded() -> bool:
+    return Tenant.objects.filter(name="demo").exists()
+
+
+@transaction.atomic
+def seed() -> Seeded:
+    if is_seeded():
+        return Seeded(created=False)
+    from console.models import AccessKey
+
+    tenant = Tenant.objects.create(name="demo")
+    users = _users()
+    workspaces = _workspaces(tenant, users)
+    specs = {
+        it: ResourceSpec.objects.create(
+            instance_type=it, resource_type=rt, cpu=cpu, memory_mib=mem * 1024, gpu=gpu, gpu_type=gtype,
+            on_demand_price_per_minute=Decimal(price),
+        )
+        for it, rt, cpu, mem, gpu, gtype, price in SPECS
+    }
+    _quotas(tenant, workspaces, specs)
+    for instance_type, count in PUBLIC_POOL.items():
+        _nodes(f"pub-{_short(instance_type)}", specs[instance_type], None, count)
+    key, secret = AccessKey.issue(users["alice"])
+    return Seeded(True, key.access_key_id, secret, workspaces["ml-research"].pk)
+
+
+def _users() -> dict:
+    User = get_user_model()
+    users = {}
+    for name in ("alice", "bob", "charlie"):
+        user = User.objects.create_user(name, f"{name}@example.com", DEMO_PASSWORD)
+        users[name] = user
+    users["alice"].is_staff = users["alice"].is_superuser = True  # the quota admin
+    users["alice"].save()
+    return users
+
+
+def _workspaces(tenant, users) -> dict:
+    research = Workspace.objects.create(tenant=tenant, name="ml-research", description="Shared research workspace")
+    vision = Workspace.objects.create(tenant=tenant, name="vision-lab", description="Alice's vision projects")
+    Membership.objects.create(workspace=research, user=users["alice"], role=Role.OWNER, is_default=True)
+    Membership.objects.create(workspace=research, user=users["bob"], role=Role.MEMBER, is_default=True)
+    Membership.objects.create(workspace=vision, user=users["alice"], role=Role.OWNER)
+    return {"ml-research": research, "vision-lab": vision}
+
+
+def _quotas(tenant, workspaces, specs) -> None:
+    made = {}
+    for number, (name, parent, rtype, ws_names, nodes) in enumerate(QUOTAS, start=1):
+        quota = Quota.objects.create(
+            quota_id=f"quota{number:08d}", name=name, tenant=tenant, resource_type=rtype,
+            parent=made.get(parent),
+        )
+        quota.workspaces.set([workspaces[w] for w in ws_names])
+        made[name] = quota
+        for instance_type, count in nodes.items():
+            _nodes(f"{name}-{_short(instance_type)}", specs[instance_type], quota, count)
+
+
+def _nodes(prefix: str, spec, quota, count: int) -> None:
+    Node.objects.bulk_create(
+        Node(name=f"{prefix}-{i}", spec=spec, quota=quota, executor=Executor.SIMULATED) for i in range(count)
+    )
+
+
+def _short(instance_type: str) -> str:
+    return instance_type.split(".")[1]

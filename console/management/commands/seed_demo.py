@@ -1,0 +1,19 @@
+from django.core.management.base import BaseCommand
+
+from console import demo
+
+
+class Command(BaseCommand):
+    help = "Create the demo tenant, workspaces, quotas, nodes and users (once)."
+
+    def handle(self, *args, **options):
+        result = demo.seed()
+        if not result.created:
+            self.stdout.write("Demo data already present; nothing to do.")
+            return
+        self.stdout.write(self.style.SUCCESS("Seeded the demo cluster."))
+        self.stdout.write(f"Users alice (owner, admin), bob (member), charlie (no access); password: {demo.DEMO_PASSWORD}")
+        self.stdout.write("AccessKey for alice (shown once):")
+        self.stdout.write(f"ALIBABA_CLOUD_ACCESS_KEY_ID={result.access_key_id}")
+        self.stdout.write(f"ALIBABA_CLOUD_ACCESS_KEY_SECRET={result.access_key_secret}")
+        self.stdout.write(f"OPENDLC_WORKSPACE_ID={result.workspace_id}")

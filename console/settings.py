@@ -1,0 +1,135 @@
+"""OpenDLC settings, all from the environment.
+
+Embedded mode (the default): SQLite in WAL mode under var/, Celery on kombu's filesystem transport,
+a SECRET_KEY generated on first run and kept in var/. Production: set DATABASE_URL (PostgreSQL),
+REDIS_URL (broker and results) and SECRET_KEY.
+"""
+
+import os
+from pathlib import Path
+
+from console.config import database_config, envbool, envint, load_secret_key, redis_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("OPENDLC_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", False)
+EMBEDDED = not os.environ.get("DATABASE_URL")
+SECRET_KEY = load_secret_key(VAR_DIR, embedded=EMBEDDED)
+ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "rest_framework",
+    "drf_spectacular",
+    "console",
+    "quotas",
+    "jobs",
+    "spot",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_config(VAR_DIR / "opendlc.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+# Tests and `runserver` find static files without collectstatic.
+WHITENOISE_USE_FINDERS = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OpenDLC API",
+    "DESCRIPTION": "PAI-DLC (20201203) and PaiStudio (20220112) compatible API.",
+    "VERSION": "0.1.0",
+}
+
+# Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport (no server needed).
+REDIS_URL = redis_url()
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL
+else:
+    BROKER_DIR = VAR_DIR / "broker"
+    BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR),
+        "data_folder_out": str(BROKER_DIR),
+        "store_processed": False,
+    }
+    CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Platform knobs.
+OPENDLC_SCHEDULE_INTERVAL_S = envint("OPENDLC_SCHEDULE_INTERVAL_S", 5)
+OPENDLC_MARKET_TICK_S = envint("OPENDLC_MARKET_TICK_S", 60)
+OPENDLC_HEARTBEAT_INTERVAL_S = envint("OPENDLC_HEARTBEAT_INTERVAL_S", 10)
+OPENDLC_NODE_LOST_AFTER_S = envint("OPENDLC_NODE_LOST_AFTER_S", 60)
+OPENDLC_POD_ROOT = Path(os.environ.get("OPENDLC_POD_ROOT", VAR_DIR / "pods"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}

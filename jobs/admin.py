@@ -1,0 +1,35 @@
+from django.contrib import admin
+
+from jobs.models import Job, JobEvent, JobSpec, Pod, PodEvent, RestartRecord, StatusTransition
+
+
+class JobSpecInline(admin.TabularInline):
+    model = JobSpec
+    extra = 0
+
+
+class PodInline(admin.TabularInline):
+    model = Pod
+    fields = ["pod_id", "node", "status", "sub_status", "exit_code", "current"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["job_id", "display_name", "workspace", "status", "source", "oversold_type", "priority", "created_at"]
+    list_filter = ["status", "source", "oversold_type", "resource_type"]
+    search_fields = ["job_id", "display_name"]
+    inlines = [JobSpecInline, PodInline]
+
+
+@admin.register(Pod)
+class PodAdmin(admin.ModelAdmin):
+    list_display = ["pod_id", "job", "node", "status", "sub_status", "kind", "exit_code"]
+    list_filter = ["status", "sub_status", "kind"]
+    search_fields = ["pod_id"]
+
+
+for model in (JobEvent, PodEvent, StatusTransition, RestartRecord):
+    admin.site.register(model)

@@ -1,0 +1,287 @@
+"""Jobs as a DLC CreateJob request describes them, their roles, pods, events and history."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
+from django.utils import timezone
+
+from jobs.states import JobStatus, PodStatus, PodSubStatus, check_transition
+from quotas.models import Quota, ResourceSpec, ResourceType, Workspace
+
+
+class JobType(models.TextChoices):
+    PYTORCH = "PyTorchJob"
+    TENSORFLOW = "TFJob"
+    MPI = "MPIJob"
+    XGBOOST = "XGBoostJob"
+    RAY = "RayJob"
+    SLURM = "SlurmJob"
+
+
+class Source(models.TextChoices):
+    QUOTA = "quota", "Resource Quota"
+    SPOT = "spot", "Preemptible Resources"
+    PUBLIC = "public", "Public Resources"
+
+
+class OversoldType(models.TextChoices):
+    FORBIDDEN = "ForbiddenQuotaOverSold", "Not accepted"
+    ACCEPT = "AcceptQuotaOverSold", "Acceptable"
+    FORCE = "ForceQuotaOverSold", "Only Idle Resources"
+
+
+class RunType(models.TextChoices):
+    SYNCHRONOUS = "Synchronous"
+    ASYNCHRONOUS = "Asynchronous"
+
+
+class FaultTolerancePolicy(models.TextChoices):
+    EXIT_CODE_AND_ERROR_MSG = "ExitCodeAndErrorMsg"
+    ON_FAILURE = "OnFailure"
+
+
+class Job(models.Model):
+    job_id = models.CharField(max_length=64, unique=True)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="jobs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    display_name = models.CharField(max_length=256)
+    job_type = models.CharField(max_length=32, choices=JobType.choices, default=JobType.PYTORCH)
+    user_command = models.TextField()
+    envs = models.JSONField(default=dict, blank=True)
+    priority = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(9)]
+    )
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.ECS)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.QUOTA)
+    quota = models.ForeignKey(Quota, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    oversold_type = models.CharField(max_length=32, choices=OversoldType.choices, default=OversoldType.FORBIDDEN)
+    # Set at admission: True when the pods run on idle resources ("Not in Quota").
+    use_oversold_resource = models.BooleanField(null=True, blank=True)
+    user_vpc = models.JSONField(default=dict, blank=True, help_text="VpcId, SwitchId, SecurityGroupId")
+    max_running_time_minutes = models.PositiveIntegerField(null=True, blank=True)
+    termination_grace_s = models.PositiveIntegerField(default=30)
+
+    # Fault tolerance (AIMaster).
+    ft_enabled = models.BooleanField("Automatic Fault Tolerance", default=False)
+    ft_run_type = models.CharField(max_length=16, choices=RunType.choices, default=RunType.SYNCHRONOUS)
+    ft_max_restarts = models.PositiveIntegerField("Maximum Job Restarts", default=3)
+    ft_hang_detection = models.BooleanField("Hang Detection", default=False)
+    ft_hang_interval_s = models.PositiveIntegerField(default=1800)
+    ft_policy = models.CharField(
+        max_length=32, choices=FaultTolerancePolicy.choices, default=FaultTolerancePolicy.EXIT_CODE_AND_ERROR_MSG
+    )
+    ft_other_config = models.CharField(max_length=1024, blank=True)
+    ft_max_preemption_restarts = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: unlimited")
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.CREATING)
+    sub_status = models.CharField(max_length=32, blank=True)
+    reason_code = models.CharField(max_length=64, blank=True)
+    reason_message = models.TextField(blank=True)
+    restart_count = models.PositiveIntegerField(default=0)
+    preemption_restart_count = models.PositiveIntegerField(default=0)
+    # The scheduler's explanation while the job waits, and its place in its queue.
+    wait_reason = models.TextField(blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    last_checkpoint_step = models.BigIntegerField(null=True, blank=True)
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    last_progress_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    running_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    modified_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["workspace", "-created_at"]),
+            models.Index(fields=["status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} ({self.display_name})"
+
+    @property
+    def idle_label(self) -> str:
+        if self.use_oversold_resource is None:
+            return ""
+        return "Not in Quota" if self.use_oversold_resource else "In Quota"
+
+    @property
+    def payment_type(self) -> str:
+        """The billing tag `acs:pai:dlc:payType`: spot, postpaid (public pool) or prepaid (quota)."""
+        return {Source.SPOT: "spot", Source.PUBLIC: "postpaid"}.get(self.source, "prepaid")
+
+    @transaction.atomic
+    def transition(self, target: str, *, reason: str = "", message: str = "", now=None) -> None:
+        """Move to `target`, recording history and an event. Raises IllegalTransition."""
+        check_transition(self.status, target)
+        now = now or timezone.now()
+        previous = self.status
+        self.status = target
+        self.reason_code, self.reason_message = reason, message
+        if target == JobStatus.RUNNING and self.running_at is None:
+            self.running_at = now
+        if target in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            self.finished_at = now
+        self.save()
+        StatusTransition.objects.create(job=self, previous=previous, status=target, reason=reason, message=message, at=now)
+        JobEvent.objects.create(
+            job=self, at=now, reason=reason or target,
+            type=JobEvent.Type.WARNING if target in (JobStatus.FAILED, JobStatus.RESTARTING) else JobEvent.Type.NORMAL,
+            message=message or f"Job status changed from {previous} to {target}",
+        )
+
+
+class JobSpec(models.Model):
+    """One role of a job (Worker, Master, PS, ...): how many pods, on which instance type, and the bid."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="specs")
+    role = models.CharField(max_length=32, default="Worker")
+    pod_count = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    spec = models.ForeignKey(ResourceSpec, on_delete=models.PROTECT, related_name="+")
+    image = models.CharField(max_length=512)
+    command = models.TextField(blank=True, help_text="Empty: the job's command.")
+    spot_strategy = models.CharField(max_length=32, blank=True)
+    spot_discount_limit = models.DecimalField(max_digits=3, decimal_places=2, null=True, blank=True)
+    spot_price_limit = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    spot_duration_hours = models.PositiveSmallIntegerField(default=1, help_text="Protection period: 0 or 1 hour")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "role"], name="one_spec_per_role")]
+
+    def __str__(self) -> str:
+        return f"{self.role} × {self.pod_count} {self.spec}"
+
+    @property
+    def bid_price(self) -> Decimal | None:
+        """The most this role pays per node-minute, or None when it does not bid."""
+        if self.spot_price_limit is not None:
+            return self.spot_price_limit
+        if self.spot_discount_limit is not None:
+            return (self.spot_discount_limit * self.spec.on_demand_price_per_minute).quantize(Decimal("0.000001"))
+        return None
+
+
+class PodKind(models.TextChoices):
+    GUARANTEED = "guaranteed"
+    IDLE = "idle"
+    SPOT = "spot"
+    PAYG = "payg", "pay-as-you-go"
+
+
+class Pod(models.Model):
+    """One process of a job. A restart makes a new incarnation; earlier ones are kept (current=False)."""
+
+    pod_id = models.CharField(max_length=128, unique=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pods")
+    role = models.CharField(max_length=32)
+    index = models.PositiveIntegerField()
+    incarnation = models.PositiveIntegerField(default=0)
+    current = models.BooleanField(default=True)
+    node = models.ForeignKey("quotas.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
+    gpu_indices = models.JSONField(default=list, blank=True)
+    kind = models.CharField(max_length=16, choices=PodKind.choices, blank=True)
+    cpu_m = models.PositiveIntegerField(default=0)
+    mem_mib = models.PositiveIntegerField(default=0)
+    gpu = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=PodStatus.choices, default=PodStatus.PENDING)
+    sub_status = models.CharField(max_length=16, choices=PodSubStatus.choices, default=PodSubStatus.NORMAL)
+    # Set when the scheduler asked the agent to stop the pod; capacity is freed only once it is gone.
+    terminating = models.BooleanField(default=False)
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason_code = models.CharField(max_length=64, blank=True)
+    reason_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    bound_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "role", "index", "incarnation"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "role", "index", "incarnation"], name="one_pod_per_incarnation")
+        ]
+        indexes = [models.Index(fields=["node", "status"]), models.Index(fields=["job", "current"])]
+
+    def __str__(self) -> str:
+        return self.pod_id
+
+    @property
+    def preempted(self) -> bool:
+        return self.sub_status == PodSubStatus.EVICTED
+
+    @property
+    def status_label(self) -> str:
+        return "Resource Preempted" if self.preempted else self.status
+
+
+class Event(models.Model):
+    class Type(models.TextChoices):
+        NORMAL = "Normal"
+        WARNING = "Warning"
+
+    at = models.DateTimeField(default=timezone.now)
+    type = models.CharField(max_length=16, choices=Type.choices, default=Type.NORMAL)
+    reason = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["at", "id"]
+
+
+class JobEvent(Event):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+
+    class Meta(Event.Meta):
+        indexes = [models.Index(fields=["job", "at"])]
+
+
+class PodEvent(Event):
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="events")
+
+    class Meta(Event.Meta):
+        indexes = [models.Index(fields=["pod", "at"])]
+
+
+class StatusTransition(models.Model):
+    """The job's status history (GetJob's StatusHistory)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="status_history")
+    previous = models.CharField(max_length=16, choices=JobStatus.choices)
+    status = models.CharField(max_length=16, choices=JobStatus.choices)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class RestartRecord(models.Model):
+    """One AIMaster restart: why, when, and when the job ran again."""
+
+    class Cause(models.TextChoices):
+        FAILURE = "Failure"
+        PREEMPTION = "Preemption"
+        SPOT_RELEASE = "SpotReleased"
+        NODE_LOST = "NodeLost"
+        HANG = "Hang"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="restarts")
+    cause = models.CharField(max_length=16, choices=Cause.choices)
+    message = models.TextField(blank=True)
+    counted = models.BooleanField(default=True, help_text="Counts against Maximum Job Restarts")
+    at = models.DateTimeField(default=timezone.now)
+    running_again_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    @property
+    def duration_s(self) -> float | None:
+        return (self.running_again_at - self.at).total_seconds() if self.running_again_at else None

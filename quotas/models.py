@@ -1,0 +1,160 @@
+"""Tenants, workspaces, instance types, nodes and quotas: who owns which capacity."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class ResourceType(models.TextChoices):
+    ECS = "ECS", "General Computing"
+    LINGJUN = "Lingjun", "Lingjun AI Computing Service"
+
+
+class Tenant(models.Model):
+    name = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Workspace(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="workspaces")
+    name = models.CharField(max_length=64, unique=True)
+    description = models.CharField(max_length=256, blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="workspaces")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+
+
+class Membership(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    # The workspace a CreateJob without WorkspaceId lands in.
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "user"], name="one_membership_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.workspace}"
+
+
+class ResourceSpec(models.Model):
+    """An instance type (EcsSpec): what one node of this type offers and what it costs on demand."""
+
+    instance_type = models.CharField(max_length=64, unique=True)
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.ECS)
+    cpu = models.PositiveIntegerField(help_text="vCPU cores")
+    memory_mib = models.PositiveIntegerField()
+    gpu = models.PositiveIntegerField(default=0)
+    gpu_type = models.CharField(max_length=64, blank=True)
+    on_demand_price_per_minute = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal("0"))]
+    )
+
+    class Meta:
+        ordering = ["instance_type"]
+
+    def __str__(self) -> str:
+        return self.instance_type
+
+    @property
+    def cpu_m(self) -> int:
+        return self.cpu * 1000
+
+    @property
+    def memory_gib(self) -> int:
+        return self.memory_mib // 1024
+
+
+class QueueStrategy(models.TextChoices):
+    STRICT_FIFO = "StrictFIFO", "Strict FIFO (blocks behind the head)"
+    BEST_EFFORT = "BestEffort", "Best effort (backfills smaller jobs)"
+
+
+class Quota(models.Model):
+    """Guaranteed capacity of a team: the nodes assigned to it and to its sub-quotas.
+
+    A sub-quota takes its nodes from its parent; nodes of no quota form the public pool of their
+    instance type (pay-as-you-go and spot).
+    """
+
+    quota_id = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=64, unique=True)
+    description = models.CharField(max_length=256, blank=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="quotas")
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.ECS)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    workspaces = models.ManyToManyField(Workspace, blank=True, related_name="quotas")
+    queue_strategy = models.CharField(
+        max_length=16, choices=QueueStrategy.choices, default=QueueStrategy.BEST_EFFORT
+    )
+    # Preemption settings.
+    allow_priority_preemption = models.BooleanField(
+        default=False, help_text="A higher-priority job of this quota may preempt lower-priority ones."
+    )
+    min_runtime_before_preemption_s = models.PositiveIntegerField(
+        default=0, help_text="An idle pod borrowing this quota's nodes runs at least this long."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NodeStatus(models.TextChoices):
+    READY = "Ready"
+    NOT_READY = "NotReady"
+    CORDONED = "Cordoned"
+
+
+class Executor(models.TextChoices):
+    PROCESS = "process", "Process (real pods)"
+    SIMULATED = "simulated", "Simulated (KWOK-like)"
+
+
+class Node(models.Model):
+    name = models.CharField(max_length=128, unique=True)
+    spec = models.ForeignKey(ResourceSpec, on_delete=models.PROTECT, related_name="nodes")
+    quota = models.ForeignKey(
+        Quota, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes",
+        help_text="Empty: the public pool of this instance type.",
+    )
+    status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.READY)
+    executor = models.CharField(max_length=16, choices=Executor.choices, default=Executor.SIMULATED)
+    hostname = models.CharField(max_length=256, blank=True)
+    gpu_uuids = models.JSONField(default=list, blank=True, help_text="GPUs discovered through NVML.")
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue this node's agent consumes."""
+        return f"agent.{self.name}"
+
+    @property
+    def pool_label(self) -> str:
+        return self.quota.name if self.quota_id else f"public pool ({self.spec.instance_type})"

@@ -1,0 +1,59 @@
+"""Market prices over time and the bills they produce."""
+
+from django.db import models
+
+from jobs.models import Job
+from quotas.models import ResourceSpec
+
+
+class StockStatus(models.TextChoices):
+    WITH_STOCK = "WithStock"
+    CLOSED_WITH_STOCK = "ClosedWithStock"
+    WITHOUT_STOCK = "WithoutStock"
+
+
+class PriceHistory(models.Model):
+    """The spot market price of an instance type's public pool at one tick (per node-minute)."""
+
+    spec = models.ForeignKey(ResourceSpec, on_delete=models.CASCADE, related_name="price_history")
+    at = models.DateTimeField()
+    price = models.DecimalField(max_digits=12, decimal_places=6)
+    stock_status = models.CharField(max_length=16, choices=StockStatus.choices, default=StockStatus.WITH_STOCK)
+    utilization = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["spec", "at"]
+        constraints = [models.UniqueConstraint(fields=["spec", "at"], name="one_price_per_tick")]
+        indexes = [models.Index(fields=["spec", "-at"])]
+        verbose_name_plural = "price history"
+
+
+class PayType(models.TextChoices):
+    SPOT = "spot"
+    POSTPAID = "postpaid"
+
+
+class DailyBill(models.Model):
+    """What one job cost on one day on one instance type (tag acs:pai:dlc:payType)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="bills")
+    spec = models.ForeignKey(ResourceSpec, on_delete=models.PROTECT, related_name="+")
+    day = models.DateField()
+    pay_type = models.CharField(max_length=16, choices=PayType.choices)
+    minutes = models.PositiveIntegerField(default=0)
+    amount = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    on_demand_amount = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["-day", "job"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "spec", "day", "pay_type"], name="one_bill_per_job_day")
+        ]
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {"acs:pai:dlc:payType": self.pay_type}
+
+    @property
+    def savings(self):
+        return self.on_demand_amount - self.amount

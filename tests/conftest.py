@@ -1,0 +1,25 @@
+import pytest
+from django.contrib.auth import get_user_model
+
+from console import demo
+
+
+@pytest.fixture
+def demo_cluster(db):
+    """The seeded demo: tenant, workspaces, quotas with nodes, public pool, alice/bob/charlie."""
+    return demo.seed()
+
+
+@pytest.fixture
+def alice(demo_cluster):
+    return get_user_model().objects.get(username="alice")
+
+
+@pytest.fixture
+def bob(demo_cluster):
+    return get_user_model().objects.get(username="bob")
+
+
+@pytest.fixture
+def charlie(demo_cluster):
+    return get_user_model().objects.get(username="charlie")

@@ -19,10 +19,21 @@ adjust more gradually, based on longer-term trends in supply and demand", AWS 20
 The pipeline of one tick, each step monotone in demand so their composition is too:
   1. utilization u = (pay-as-you-go + spot in use + spot queued) / capacity
   2. exponential moving average of u (time constant ``smoothing_hours``)
-  3. target ratio r*(u): a logistic curve around ``knee``, rescaled so r*(0)=floor, r*(1)=ceiling
+  3. target ratio r*(u): a logistic curve around ``knee``, rescaled so r*(0) = floor and
+     r*(saturation) = ceiling
   4. bounded noise seeded from (pool, tick), added to the target (independent of demand)
   5. the move from the current ratio limited to ``max_move_per_hour`` spread evenly over the ticks
   6. clamp to [floor, ceiling] = [0.1, 1.0] of on-demand
+
+Two choices keep the market from locking itself (both found with bench/spot_market.py):
+
+- The ceiling is reached only with excess demand (``saturation`` = 1.2 > 1): a pool that is
+  exactly full sits near 80 % of on-demand. Were r*(1) = 1.0, a pool full of spot jobs would price
+  out every discount bid (at most 0.9), empty itself, fall, refill — an oscillation with no demand
+  behind it.
+- ``spot_queued`` counts only bids that would pay the current price (``queued_demand``). Bids
+  below it cannot take capacity at this price; counting them let a pile of 0.1 bids hold the price
+  at 1.0 all day, above every discount bid, so the queue never drained.
 
 Floats are used only in steps 1-4; the ratio itself is a Decimal with RATIO_PLACES places, so the
 rate limit and the bounds are exact.
@@ -35,7 +46,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
-from typing import Sequence
+from typing import Iterable, Sequence
 
 RATIO_PLACES = Decimal("0.000001")
 PRICE_PLACES = Decimal("0.000001")
@@ -46,11 +57,12 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 @dataclass(frozen=True)
 class MarketParams:
-    """Tuning of the price engine; the defaults move a full swing (0.1 -> 1.0) in about 6 hours."""
+    """Tuning of the price engine; the defaults move a full swing (0.1 -> 1.0) in six hours."""
 
     tick_minutes: int = 1
     smoothing_hours: float = 2.0  # EMA time constant: demand spikes shorter than this barely count
-    knee: float = 0.8  # utilization where the target is halfway up the curve
+    knee: float = 0.9  # utilization where the target is halfway up the curve
+    saturation: float = 1.2  # utilization (with excess demand) where the target is on-demand
     steepness: float = 10.0
     max_move_per_hour: Decimal = Decimal("0.15")  # in ratio points (of on-demand) per hour
     noise: float = 0.002  # half-width of the per-tick noise, in ratio points
@@ -80,7 +92,7 @@ class PoolObservation:
     capacity: int
     payg_in_use: int = 0
     spot_in_use: int = 0
-    spot_queued: int = 0  # demand of spot jobs still in Bidding
+    spot_queued: int = 0  # demand of Bidding jobs whose bid pays the current price (queued_demand)
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,13 @@ def utilization(obs: PoolObservation) -> float:
     return demand / obs.capacity
 
 
+def queued_demand(bids: Iterable[tuple[Decimal, int]], price: Decimal) -> int:
+    """Units asked by waiting bids (bid price, units) that pay at least ``price``: the queue that
+    counts toward utilization. Lower bids cannot take capacity at this price, so they do not
+    push it up."""
+    return sum(units for bid, units in bids if bid >= price)
+
+
 def smooth(previous: float, u: float, params: MarketParams = DEFAULT_PARAMS) -> float:
     """One EMA step; the weight makes the time constant independent of the tick length."""
     weight = 1.0 - math.exp(-params.tick_minutes / (params.smoothing_hours * 60.0))
@@ -108,10 +127,10 @@ def _logistic(x: float) -> float:
 
 
 def target_ratio(u: float, params: MarketParams = DEFAULT_PARAMS) -> float:
-    """r*(u): rises smoothly from FLOOR at u=0 to CEILING at u>=1 (a full pool costs on-demand)."""
-    u = min(max(u, 0.0), 1.0)
+    """r*(u): rises smoothly from FLOOR at u=0 to CEILING at u >= saturation."""
+    u = min(max(u, 0.0), params.saturation)
     k, knee = params.steepness, params.knee
-    low, high = _logistic(-k * knee), _logistic(k * (1.0 - knee))
+    low, high = _logistic(-k * knee), _logistic(k * (params.saturation - knee))
     share = (_logistic(k * (u - knee)) - low) / (high - low)
     return float(FLOOR) + (float(CEILING) - float(FLOOR)) * share
 

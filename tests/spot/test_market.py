@@ -14,6 +14,7 @@ from spot.market import (
     initial_state,
     market_price,
     noise,
+    queued_demand,
     step,
     target_ratio,
     tick_of,
@@ -27,10 +28,11 @@ smoothed = st.floats(min_value=0.0, max_value=2.0)
 
 
 def run(pool, demands, capacity=100, params=MarketParams(), start=0):
-    """Ratios of a pool fed pay-as-you-go demand per tick, starting empty at the floor."""
+    """Ratios of a pool fed demand per tick (beyond capacity it queues), starting empty at the floor."""
     state, series = initial_state(params=params), []
     for i, demand in enumerate(demands):
-        state = step(state, PoolObservation(capacity, payg_in_use=demand), start + i, pool=pool, params=params)
+        obs = PoolObservation(capacity, payg_in_use=min(demand, capacity), spot_queued=max(demand - capacity, 0))
+        state = step(state, obs, start + i, pool=pool, params=params)
         series.append(state.ratio)
     return series
 
@@ -43,11 +45,21 @@ def test_an_empty_pool_counts_as_fully_used():
     assert utilization(PoolObservation(capacity=0, spot_queued=1)) == 1.0
 
 
-def test_the_target_runs_from_the_floor_at_idle_to_on_demand_when_full():
+def test_the_target_runs_from_the_floor_at_idle_to_on_demand_at_saturation():
     assert target_ratio(0.0) == 0.1
-    assert abs(target_ratio(1.0) - 1.0) < 1e-12
-    assert target_ratio(3.0) == target_ratio(1.0)
-    assert 0.1 < target_ratio(0.8) < 1.0
+    assert abs(target_ratio(1.2) - 1.0) < 1e-12
+    assert target_ratio(3.0) == target_ratio(1.2)
+
+
+def test_an_exactly_full_pool_stays_below_every_discount_bids_reach():
+    # r*(1.0) ~ 0.79: a pool full of spot does not price out all of its own 0.8 and 0.9 bids
+    assert 0.7 < target_ratio(1.0) < 0.8
+
+
+def test_only_queued_bids_that_pay_the_current_price_count_as_demand():
+    bids = [(Decimal("3.0"), 4), (Decimal("2.5"), 2), (Decimal("0.5"), 8)]
+    assert queued_demand(bids, Decimal("2.5")) == 6
+    assert queued_demand(bids, Decimal("3.000001")) == 0
 
 
 @settings(max_examples=200, deadline=None)
@@ -75,15 +87,15 @@ def test_the_target_is_monotone_in_utilization(low, high):
     assert target_ratio(low) <= target_ratio(high)
 
 
-def test_a_full_pool_drives_the_price_up_and_an_idle_one_back_down():
-    series = run("p", [100] * 1440 + [0] * 1440)
+def test_excess_demand_drives_the_price_to_on_demand_and_an_idle_pool_back_down():
+    series = run("p", [130] * 1440 + [0] * 1440)
     assert max(series) > Decimal("0.95")
     assert series[-1] < Decimal("0.15")
 
 
 def test_the_price_moves_at_most_the_hourly_limit_in_any_hour():
     params = MarketParams(max_move_per_hour=Decimal("0.15"))
-    series = run("p", [100] * 600 + [0] * 600 + [100] * 600, params=params)
+    series = run("p", [130] * 600 + [0] * 600 + [130] * 600, params=params)
     moves = [abs(series[i + 60] - series[i]) for i in range(len(series) - 60)]
     assert max(moves) <= Decimal("0.15")
     assert max(moves) > Decimal("0.14")  # the limit is what binds, not something slower
@@ -91,7 +103,7 @@ def test_the_price_moves_at_most_the_hourly_limit_in_any_hour():
 
 def test_each_tick_moves_at_most_its_share_of_the_hourly_limit():
     params = MarketParams(tick_minutes=5, max_move_per_hour=Decimal("0.12"))
-    series = run("p", [100] * 200, params=params)
+    series = run("p", [130] * 200, params=params)
     steps = [abs(b - a) for a, b in zip(series, series[1:])]
     assert max(steps) == Decimal("0.01")
 

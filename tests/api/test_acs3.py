@@ -123,6 +123,8 @@ def test_the_sdk_sends_the_shapes_the_verifier_relies_on(sent):
     assert sent["get_job"].path == "/api/v1/jobs/dlc-odd%20id%2B%C3%A9"
     assert sent["list_quotas"].path == "/api/v1/quotas/"  # the SDK's own trailing slash
     assert sent["list_jobs"].query["FromAllWorkspaces"] == ["True"]  # Python's str(bool)
+    assert sent["list_jobs"].query["Tags"] == ['{"team":"vision"}']  # a JSON string in the query
+    assert sent["price_history"].header_map["x-acs-version"] == "2022-01-12"
 
 
 def test_it_rebuilds_the_sdk_path_from_a_decoded_path(sent):

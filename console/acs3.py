@@ -163,8 +163,10 @@ def verify(
 ) -> str:
     """Return the access key id of a correctly signed request, or raise Acs3Error.
 
-    `path` is the raw (percent-encoded) request path, without the query; `query` the decoded
-    query parameters; `now` an aware UTC datetime. The nonce is recorded only once the
+    `path` is the raw (percent-encoded) request path, without the query (Django: the raw URI
+    if the server gives one, else `canonical_path(request.path)`); `query` the decoded query
+    parameters (Django: `dict(request.GET.lists())` — `QueryDict.items()` keeps only the last
+    value); `headers` any case; `now` an aware UTC datetime. The nonce is recorded only once the
     signature is proven, so a forged request cannot burn a real client's nonce.
     """
     lower = _lower_headers(headers)

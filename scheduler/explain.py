@@ -31,7 +31,8 @@ def quota_full(tree: QuotaTree, qid: str, need: Resources) -> tuple[str, str] | 
 
 
 def no_room(view: CapacityView, scope: Scope, job: PendingJob, need: Resources, where: str,
-            short_code: str = NO_IDLE_CAPACITY) -> tuple[str, str]:
+            short_code: str = NO_IDLE_CAPACITY, short_text: str = "No idle capacity in",
+            ) -> tuple[str, str]:
     """Why the gang does not fit the free capacity of a scope."""
     for req in job.pods:
         if never_fits(view, scope, req):
@@ -40,7 +41,7 @@ def no_room(view: CapacityView, scope: Scope, job: PendingJob, need: Resources, 
     free = Resources(*scope.free)
     dim = need.first_short(free)
     if dim:
-        return short_code, (f"Not enough free capacity in {where}: "
+        return short_code, (f"{short_text} {where}: "
                             f"{fmt_dim(dim, getattr(free, dim))} free of "
                             f"{fmt_dim(dim, scope.capacity[_index(dim)])}, "
                             f"this job needs {fmt_dim(dim, getattr(need, dim))}")
@@ -63,9 +64,8 @@ def lent_out(view: CapacityView, scope: Scope) -> Resources:
 
 def no_stock(view: CapacityView, scope: Scope, job: PendingJob, need: Resources,
              itype: str) -> tuple[str, str]:
-    code, msg = no_room(view, scope, job, need, f"the public pool of {itype}", NO_STOCK)
-    if code != NO_STOCK:
-        msg = f"No stock: {msg}"
+    code, msg = no_room(view, scope, job, need, f"the public pool of {itype}", NO_STOCK,
+                        "No stock in")
     return NO_STOCK, msg
 
 

@@ -277,7 +277,7 @@ class Cycle:
             parts.append(quota_full(self.tree, quota.id, need) or self._cached_reason(
                 job, own, "own", lambda: self._own_room(job, own, quota, need)))
         if borrow:
-            where = f"the idle capacity of {self.tree.describe_scope(idle.key[1:])}"
+            where = self.tree.describe_scope(idle.key[1:])
             parts.append(self._cached_reason(
                 job, idle, "idle", lambda: no_room(self.view, idle, job, need, where)))
         code = parts[0][0]
@@ -288,11 +288,10 @@ class Cycle:
 
     def _own_room(self, job, own, quota, need) -> tuple[str, str]:
         code, msg = no_room(self.view, own, job, need, f"the nodes of quota {quota.id}",
-                            QUOTA_NODES_BUSY)
+                            QUOTA_NODES_BUSY, "Not enough free capacity on")
         lent = lent_out(self.view, own)
         if lent.gpu or lent.cpu_m:
-            msg += (f"; idle jobs that cannot be reclaimed yet hold {lent.describe()} "
-                    f"of them")
+            msg += f"; idle jobs hold {lent.describe()} of them"
         return code, msg
 
     # ---- admitting, waiting, preempting ----------------------------------------------------

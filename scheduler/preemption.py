@@ -64,22 +64,63 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
 
 def _node_option(view, name, req, trial, cands, taken):
     """How to fit `req` on node `name`: (sort key, victims needed, availability left) or None."""
-    state = view.states[name]
-    avail = list(trial.get(name) or state.combined())
+    avail = trial.get(name) or view.states[name].combined()
     need = req.resources.as_tuple()
-    needed = []
-    for key, pod in cands:
-        if all(need[i] <= avail[i] for i in range(3)):
-            break
-        if pod.pod_id in taken:
-            continue
-        needed.append((key, pod))
-        for i, amount in enumerate(pod.resources.as_tuple()):
-            avail[i] += amount
-    left = tuple(avail[i] - need[i] for i in range(3))
-    if min(left) < 0:
+    deficit = tuple(max(0, need[i] - avail[i]) for i in range(3))
+    needed = _fewest_covering([kp for kp in cands if kp[1].pod_id not in taken], deficit)
+    if needed is None:
         return None
+    freed = _sum(p for _, p in needed)
+    left = tuple(avail[i] + freed[i] - need[i] for i in range(3))
     return (len(needed), tuple(k for k, _ in needed), left, name), needed, left
+
+
+def _fewest_covering(cands, deficit):
+    """The fewest candidates whose capacity covers `deficit`, earliest in victim order.
+
+    The k largest pods decide the smallest k that can work; then each slot takes the earliest
+    candidate that still lets the remaining slots finish the job.
+    """
+    if not any(deficit):
+        return []
+    k = _smallest_count(cands, deficit)
+    if k is None:
+        return None
+    chosen, rest = [], list(cands)
+    for slot in range(k, 0, -1):
+        for i, (key, pod) in enumerate(rest):
+            left = _minus(deficit, pod.resources.as_tuple())
+            others = rest[:i] + rest[i + 1:]
+            if not any(left) or _smallest_count(others, left, limit=slot - 1) is not None:
+                chosen.append((key, pod))
+                deficit, rest = left, others
+                break
+    return chosen if not any(deficit) else None
+
+
+def _smallest_count(cands, deficit, limit=None):
+    """How many of the largest candidates cover `deficit` (None if not within `limit`)."""
+    if not any(deficit):
+        return 0
+    by_size = sorted(cands, key=lambda kp: tuple(-x for x in kp[1].resources.as_tuple()))
+    acc = deficit
+    for count, (_, pod) in enumerate(by_size[:limit], start=1):
+        acc = _minus(acc, pod.resources.as_tuple())
+        if not any(acc):
+            return count
+    return None
+
+
+def _minus(deficit, amounts):
+    return tuple(max(0, deficit[i] - amounts[i]) for i in range(3))
+
+
+def _sum(pods):
+    out = [0, 0, 0]
+    for pod in pods:
+        for i, amount in enumerate(pod.resources.as_tuple()):
+            out[i] += amount
+    return out
 
 
 def _drop_unneeded(view, scope, requests, chosen):

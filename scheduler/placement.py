@@ -27,15 +27,21 @@ def best_fit(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
              trial: dict[str, Avail]) -> tuple[str, Avail] | None:
     """The best node for one pod, given availability already changed by `trial`."""
     g, c, m = req.resources.as_tuple()
+    states = view.states
     best = None
     for name in scope.names_for(req.instance_type):
-        avail = trial.get(name) or base_avail(view, name, combined)
-        left = (avail[0] - g, avail[1] - c, avail[2] - m)
-        if left[0] < 0 or left[1] < 0 or left[2] < 0:
+        avail = trial.get(name)
+        if avail is None:
+            # Inlined base_avail: this loop is the hot path of a cycle.
+            state = states[name]
+            avail = state.combined() if combined else state.free
+        left_gpu = avail[0] - g
+        if left_gpu < 0 or avail[1] < c or avail[2] < m:
             continue
-        if best is None or (left, name) < best:
-            best = (left, name)
-    return None if best is None else (best[1], best[0])
+        key = (left_gpu, avail[1] - c, avail[2] - m, name)
+        if best is None or key < best:
+            best = key
+    return None if best is None else (best[3], best[:3])
 
 
 def place_gang(view: CapacityView, scope: Scope, requests: tuple[PodRequest, ...],

@@ -16,7 +16,29 @@ from .capacity import CapacityView, Scope
 from .model import KIND_IDLE, PodRequest, RunningPod
 from .placement import largest_first, place_gang
 
-Candidates = Callable[[str], list[tuple[tuple, RunningPod]]]
+Ranked = list[tuple[tuple, RunningPod]]
+
+
+class Candidates:
+    """Possible victims per node, in victim order, with their total capacity.
+
+    Built lazily per node and rebuilt only when a pod on that node has been preempted (the
+    node's list of terminating pods grew), so jobs of one quota share the work.
+    """
+
+    def __init__(self, view: CapacityView, eligible: Callable[[RunningPod], bool],
+                 order: Callable[[RunningPod], tuple]):
+        self.view, self.eligible, self.order = view, eligible, order
+        self._memo: dict[str, tuple[int, Ranked, tuple[int, int, int]]] = {}
+
+    def __call__(self, name: str) -> tuple[Ranked, tuple[int, int, int]]:
+        state = self.view.states[name]
+        hit = self._memo.get(name)
+        if hit is None or hit[0] != len(state.terminating):
+            ranked = sorted((self.order(p), p) for p in state.pods if self.eligible(p))
+            hit = self._memo[name] = (len(state.terminating), ranked,
+                                      tuple(_sum(p for _, p in ranked)))
+        return hit[1], hit[2]
 
 
 def reclaim_order(pod: RunningPod, lender_quota: str, now: datetime) -> tuple:
@@ -50,7 +72,7 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     for req in largest_first(requests):
         best = None
         for name in scope.names_for(req.instance_type):
-            option = _node_option(view, name, req, trial, candidates(name), taken)
+            option = _node_option(view, name, req, trial, *candidates(name), taken)
             if option is not None and (best is None or option[0] < best[0]):
                 best = option
         if best is None:
@@ -62,10 +84,12 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     return _drop_unneeded(view, scope, requests, sorted(chosen, key=lambda kp: kp[0]))
 
 
-def _node_option(view, name, req, trial, cands, taken):
+def _node_option(view, name, req, trial, cands, cands_total, taken):
     """How to fit `req` on node `name`: (sort key, victims needed, availability left) or None."""
     avail = trial.get(name) or view.states[name].combined()
     need = req.resources.as_tuple()
+    if any(avail[i] + cands_total[i] < need[i] for i in range(3)):
+        return None  # even every candidate on this node would not make room
     deficit = tuple(max(0, need[i] - avail[i]) for i in range(3))
     needed = _fewest_covering([kp for kp in cands if kp[1].pod_id not in taken], deficit)
     if needed is None:

@@ -56,6 +56,7 @@ class CapacityView:
     def __init__(self, nodes: tuple[Node, ...], pods: tuple[RunningPod, ...]):
         self.states = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
         self.scopes: dict[tuple, Scope] = {}
+        self.memo: dict[tuple, bool] = {}  # facts that hold all cycle (e.g. a pod never fits)
         for pod in sorted(pods, key=lambda p: p.pod_id):
             if pod.node in self.states:
                 self._hold(self.states[pod.node], pod)
@@ -121,7 +122,7 @@ class CapacityView:
     def release(self, pod: RunningPod) -> None:
         """A victim chosen this cycle: its capacity is releasing, not free."""
         state = self.states[pod.node]
-        state.pods.remove(pod)
+        state.pods = [p for p in state.pods if p is not pod]  # identity: eq compares fields
         state.terminating.append(pod)
         self._to_releasing(state, pod.resources)
         for scope in state.scopes:

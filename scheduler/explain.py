@@ -10,7 +10,7 @@ from .capacity import CapacityView, Scope
 from .decisions import (GANG_DOES_NOT_FIT, NEVER_FITS, NO_IDLE_CAPACITY, NO_STOCK,
                         PARENT_QUOTA_FULL, QUOTA_FULL)
 from .model import KIND_IDLE, PendingJob
-from .placement import never_fits
+from .placement import never_fits_cached
 from .quota_tree import QuotaTree
 from .resources import Resources, fmt_dim
 
@@ -35,7 +35,7 @@ def no_room(view: CapacityView, scope: Scope, job: PendingJob, need: Resources, 
             ) -> tuple[str, str]:
     """Why the gang does not fit the free capacity of a scope."""
     for req in job.pods:
-        if never_fits(view, scope, req):
+        if never_fits_cached(view, scope, req, view.memo):
             return NEVER_FITS, (f"Pod {req.role}-{req.index} needs {req.resources.describe()}"
                                 f"{_of_type(req.instance_type)}, more than any node of {where}")
     free = Resources(*scope.free)

@@ -71,3 +71,51 @@ def never_fits(view: CapacityView, scope: Scope, req: PodRequest) -> bool:
     need = req.resources
     return not any(need.fits(view.states[n].node.capacity)
                    for n in scope.names_for(req.instance_type))
+
+
+Shape = tuple[tuple[str, tuple[int, int, int]], ...]
+
+
+class FailedShapes:
+    """Gang shapes that did not fit, per cache key (a scope and what capacity was counted).
+
+    Within one key capacity only shrinks, so a gang that failed fails again, and so does any
+    gang at least as big: as many pods or more, each at least as large, of the same instance
+    type. Remembering that lets a cycle skip most of 10,000 jobs in a few dictionary lookups.
+    """
+
+    def __init__(self):
+        self._exact: set[tuple] = set()
+        self._uniform: dict[tuple, list[tuple[str, tuple[int, int, int], int]]] = {}
+
+    def known(self, key: tuple, shape: Shape) -> bool:
+        if (key, shape) in self._exact:
+            return True
+        uniform = _uniform(shape)
+        if uniform is None:
+            return False
+        itype, res, count = uniform
+        return any(t == itype and n <= count and all(r[i] <= res[i] for i in range(3))
+                   for t, r, n in self._uniform.get(key, ()))
+
+    def add(self, key: tuple, shape: Shape) -> None:
+        self._exact.add((key, shape))
+        uniform = _uniform(shape)
+        if uniform is not None:
+            self._uniform.setdefault(key, []).append(uniform)
+
+
+def _uniform(shape: Shape):
+    """(instance type, resources, count) when every pod of the gang is alike, else None."""
+    if not shape or any(item != shape[0] for item in shape):
+        return None
+    return shape[0][0], shape[0][1], len(shape)
+
+
+def never_fits_cached(view: CapacityView, scope: Scope, req: PodRequest,
+                      memo: dict[tuple, bool]) -> bool:
+    key = (scope.key, req.instance_type, req.resources.as_tuple())
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = never_fits(view, scope, req)
+    return found

@@ -57,7 +57,7 @@ from .explain import lent_out, no_room, no_stock, quota_full
 from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT,
                     SOURCE_PAYG, SOURCE_SPOT, STRICT_FIFO, PendingJob, Quota, RunningPod,
                     Snapshot)
-from .placement import place_gang
+from .placement import FailedShapes, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
 from .resources import Resources, total
@@ -103,7 +103,7 @@ class Cycle:
         self.admissions: list[Admission] = []
         self.preemptions: list[Preemption] = []
         self.waiting: dict[str, tuple] = {}  # job id -> (code, message, waiting_for)
-        self.failed: set[tuple] = set()  # (scope, shape, mode, ...) that did not fit
+        self.failed = FailedShapes()
         self.shapes: dict[str, tuple] = {}
         self.reason_cache: dict[tuple, tuple[str, str]] = {}
         self.reclaim_candidates: dict[tuple, Candidates] = {}
@@ -142,8 +142,9 @@ class Cycle:
 
     def _pool_scope(self, job: PendingJob) -> tuple[Scope, str]:
         itype = pool_type(job)
-        nodes = [n for n in self.public if itype == "*" or n.instance_type == itype]
-        return self.view.scope(("pool", itype), nodes), itype
+        scope = self.view.scopes.get(("pool", itype)) or self.view.scope(
+            ("pool", itype), [n for n in self.public if itype in ("*", n.instance_type)])
+        return scope, itype
 
     # ---- step 3 and 4: the public pool ---------------------------------------------------
 
@@ -231,8 +232,10 @@ class Cycle:
             return True
         if borrow and self._try_admit(job, idle, KIND_IDLE):
             return True
-        if in_quota and (room or quota.allow_priority_preemption) and self._wait_for_capacity(
-                job, own, self._reclaim_candidates(job, quota), self._reclaim_reason(quota)):
+        prio = job.priority if quota.allow_priority_preemption else 0
+        if in_quota and (room or prio) and self._wait_for_capacity(
+                job, own, self._reclaim_candidates(job, quota), self._reclaim_reason(quota),
+                prio):
             return False
         self._explain_quota_wait(job, quota, own, idle, in_quota, borrow)
         return False
@@ -317,12 +320,12 @@ class Cycle:
     def _try_admit(self, job: PendingJob, scope: Scope, kind: str) -> bool:
         """Admit the job on free capacity of `scope`. Free capacity only shrinks during a
         cycle, so a shape that failed in a scope fails again: remember it and skip."""
-        key = (scope.key, self._shape(job), "free")
-        if key in self.failed:
+        key = (scope.key, "free")
+        if self.failed.known(key, self._shape(job)):
             return False
         placed = place_gang(self.view, scope, job.pods)
         if placed is None:
-            self.failed.add(key)
+            self.failed.add(key, self._shape(job))
             return False
         self._admit(job, placed, kind)
         return True
@@ -338,19 +341,25 @@ class Cycle:
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))
 
-    def _wait_for_capacity(self, job, scope, candidates, reason) -> bool:
+    def _wait_for_capacity(self, job, scope, candidates, reason, prio: int = 0) -> bool:
         """Reserve capacity that terminating pods will free; if that is not enough, preempt
         the fewest victims that make the job fit. Either way the job waits this cycle, and
         while its victims terminate the next cycle finds them here and preempts nothing more.
         """
-        key = (scope.key, self._shape(job), scope.released)
+        shape = self._shape(job)
+        # A victim search that failed stays failed: a preemption since then only moved
+        # capacity from candidates to releasing. A releasing-only fit may appear, though.
+        victims_key = (scope.key, "victims", prio)
+        if self.failed.known(victims_key, shape):
+            return False
+        combined_key = (scope.key, "combined", scope.released)
         placed = None
-        if key + ("combined",) not in self.failed:
+        if not self.failed.known(combined_key, shape):
             placed = place_gang(self.view, scope, job.pods, combined=True)
             if placed is None:
-                self.failed.add(key + ("combined",))
+                self.failed.add(combined_key, shape)
         if placed is None:
-            placed = self._preempt_for(job, scope, candidates, reason)
+            placed = self._preempt_for(job, scope, candidates, reason, victims_key)
         if placed is None:
             return False
         waiting_for = self._terminating_needed(placed)
@@ -361,14 +370,10 @@ class Cycle:
                    waiting_for)
         return True
 
-    def _preempt_for(self, job, scope, candidates, reason):
-        key = (scope.key, self._shape(job), scope.released, "victims", job.quota_id,
-               job.priority)
-        if key in self.failed:
-            return None
+    def _preempt_for(self, job, scope, candidates, reason, key):
         victims = find_victims(self.view, scope, job.pods, candidates)
         if not victims:
-            self.failed.add(key)
+            self.failed.add(key, self._shape(job))
             return None
         for pod in victims:
             self._preempt(pod, reason(pod, job))

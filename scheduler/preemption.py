@@ -71,8 +71,13 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     taken: set[str] = set()
     for req in largest_first(requests):
         best = None
+        g, c, m = req.resources.as_tuple()
         for name in scope.names_for(req.instance_type):
-            option = _node_option(view, name, req, trial, *candidates(name), taken)
+            cands, most = candidates(name)
+            avail = trial.get(name) or view.states[name].combined()
+            if avail[0] + most[0] < g or avail[1] + most[1] < c or avail[2] + most[2] < m:
+                continue  # even every candidate on this node would not make room
+            option = _node_option(name, req, avail, cands, taken)
             if option is not None and (best is None or option[0] < best[0]):
                 best = option
         if best is None:
@@ -84,12 +89,9 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     return _drop_unneeded(view, scope, requests, sorted(chosen, key=lambda kp: kp[0]))
 
 
-def _node_option(view, name, req, trial, cands, cands_total, taken):
+def _node_option(name, req, avail, cands, taken):
     """How to fit `req` on node `name`: (sort key, victims needed, availability left) or None."""
-    avail = trial.get(name) or view.states[name].combined()
     need = req.resources.as_tuple()
-    if any(avail[i] + cands_total[i] < need[i] for i in range(3)):
-        return None  # even every candidate on this node would not make room
     deficit = tuple(max(0, need[i] - avail[i]) for i in range(3))
     needed = _fewest_covering([kp for kp in cands if kp[1].pod_id not in taken], deficit)
     if needed is None:

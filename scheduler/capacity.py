@@ -56,7 +56,7 @@ class CapacityView:
     def __init__(self, nodes: tuple[Node, ...], pods: tuple[RunningPod, ...]):
         self.states = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
         self.scopes: dict[tuple, Scope] = {}
-        self.memo: dict[tuple, bool] = {}  # facts that hold all cycle (e.g. a pod never fits)
+        self.memo: dict[tuple, object] = {}  # facts keyed by what they depend on
         for pod in sorted(pods, key=lambda p: p.pod_id):
             if pod.node in self.states:
                 self._hold(self.states[pod.node], pod)

@@ -45,10 +45,18 @@ def no_room(view: CapacityView, scope: Scope, job: PendingJob, need: Resources, 
                             f"{fmt_dim(dim, getattr(free, dim))} free of "
                             f"{fmt_dim(dim, scope.capacity[_index(dim)])}, "
                             f"this job needs {fmt_dim(dim, getattr(need, dim))}")
-    largest = max((view.states[n].free[0] for n in scope.names), default=0)
+    largest = largest_free_gpus(view, scope)
     return GANG_DOES_NOT_FIT, (f"The gang of {len(job.pods)} pod(s) ({need.gpu} GPU) does not "
                                f"fit any set of nodes of {where}: {free.gpu} GPU free in total "
                                f"but at most {largest} GPU free on one node")
+
+
+def largest_free_gpus(view: CapacityView, scope: Scope) -> int:
+    key = ("largest", scope.key, scope.version)
+    found = view.memo.get(key)
+    if found is None:
+        found = view.memo[key] = max((view.states[n].free[0] for n in scope.names), default=0)
+    return found
 
 
 def lent_out(view: CapacityView, scope: Scope) -> Resources:

@@ -86,7 +86,8 @@ class FailedShapes:
 
     def __init__(self):
         self._exact: set[tuple] = set()
-        self._uniform: dict[tuple, list[tuple[str, tuple[int, int, int], int]]] = {}
+        # (key, instance type) -> minimal failed uniform gangs: (pod count, gpu, cpu, mem)
+        self._uniform: dict[tuple, list[tuple[int, int, int, int]]] = {}
 
     def known(self, key: tuple, shape: Shape) -> bool:
         if (key, shape) in self._exact:
@@ -94,15 +95,20 @@ class FailedShapes:
         uniform = _uniform(shape)
         if uniform is None:
             return False
-        itype, res, count = uniform
-        return any(t == itype and n <= count and all(r[i] <= res[i] for i in range(3))
-                   for t, r, n in self._uniform.get(key, ()))
+        itype, (g, c, m), count = uniform
+        for n, fg, fc, fm in self._uniform.get((key, itype), ()):
+            if n <= count and fg <= g and fc <= c and fm <= m:
+                return True
+        return False
 
     def add(self, key: tuple, shape: Shape) -> None:
         self._exact.add((key, shape))
         uniform = _uniform(shape)
         if uniform is not None:
-            self._uniform.setdefault(key, []).append(uniform)
+            itype, (g, c, m), count = uniform
+            kept = [f for f in self._uniform.get((key, itype), ())
+                    if not (count <= f[0] and g <= f[1] and c <= f[2] and m <= f[3])]
+            self._uniform[(key, itype)] = kept + [(count, g, c, m)]
 
 
 def _uniform(shape: Shape):

@@ -27,9 +27,19 @@ Public API (all importable from `scheduler`):
       waiting:     WaitReason(job_id, status 'Queuing'|'Bidding', code, message, queue,
                    position, waiting_for_pods) for every pending job not admitted.
 
+      Codes are constants in scheduler.decisions (QUOTA_FULL, PARENT_QUOTA_FULL,
+      QUOTA_NODES_BUSY, NO_IDLE_CAPACITY, GANG_DOES_NOT_FIT, NEVER_FITS,
+      WAITING_FOR_TERMINATION, HELD_BEHIND_HEAD, BID_BELOW_PRICE, NO_STOCK, UNKNOWN_QUOTA).
+      Decisions.admission(job_id) / wait_reason(job_id) look one job up.
+
 The integrator applies the decisions in one transaction: bind admitted pods to their nodes and
-GPU indices, mark preempted pods terminating (they stay in the next snapshot with
-terminating=True until they are gone), and store each waiting job's reason and position.
+GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in later snapshots;
+set protection_until for spot), mark preempted pods terminating (they must stay in the next
+snapshots with terminating=True until they are gone, or the cycle would preempt again), and
+store each waiting job's reason and position. Nothing is reserved across cycles: a job that
+waits for terminating pods competes for them next cycle in the normal order (lenders' jobs
+go before only-idle jobs, but an Acceptable job of another quota ordered earlier may borrow
+the freed capacity and be reclaimed in turn after its quota's min_runtime_s).
 
 The cycle, in numbered steps (see Cycle.run):
   1. Index the snapshot: quota tree and usage, free capacity per node, scopes.

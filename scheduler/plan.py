@@ -115,6 +115,7 @@ class Cycle:
         self.waiting: dict[str, tuple] = {}  # job id -> (code, message, waiting_for)
         self.failed = FailedShapes()
         self.shapes: dict[str, tuple] = {}
+        self.needs: dict[str, Resources] = {}
         self.reason_cache: dict[tuple, tuple[str, str]] = {}
         self.reclaim_candidates: dict[tuple, Candidates] = {}
         self.quota_scopes: dict[str, tuple[Scope, Scope]] = {}
@@ -318,7 +319,10 @@ class Cycle:
     # ---- admitting, waiting, preempting ----------------------------------------------------
 
     def _need(self, job: PendingJob) -> Resources:
-        return total(p.resources for p in job.pods)
+        need = self.needs.get(job.job_id)
+        if need is None:
+            need = self.needs[job.job_id] = total(p.resources for p in job.pods)
+        return need
 
     def _shape(self, job: PendingJob) -> tuple:
         shape = self.shapes.get(job.job_id)

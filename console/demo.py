@@ -12,7 +12,7 @@ DEMO_PASSWORD = "opendlc-demo"
 
 # instance type, resource type, vCPU, memory GiB, GPUs, GPU type, on-demand price per node-minute
 SPECS = [
-    ("ecs.g7.xlarge", ResourceType.ECS, 4, 16, 0, "", "0.010600"),
+    ("ecs.g7.xlarge", ResourceType.ECS, 4, 16, 0, "", "0.016500"),
     ("ecs.gn7i-c8g1.2xlarge", ResourceType.ECS, 8, 30, 1, "NVIDIA A10", "0.147000"),
     ("ecs.gn6v-c8g1.16xlarge", ResourceType.ECS, 64, 256, 8, "NVIDIA V100", "1.050000"),
     ("ml.gu7xf.c96m1600.8-gu108", ResourceType.LINGJUN, 96, 1600, 8, "GU108", "2.100000"),

@@ -112,6 +112,8 @@ else:
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
         "store_processed": False,
+        # Without it kombu writes broadcast/control files into the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
     }
     CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

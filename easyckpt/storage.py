@@ -32,7 +32,7 @@ TMP_PREFIX = ".tmp-"
 CHUNK = 1 << 20
 
 # hook(stage, path) is called in the writing thread: "chunk" before each payload write (path is
-# the temp file), "commit" after the payload is durable and before it is renamed into place.
+# the temp file), "manifest" after the payload is renamed into place and before its manifest.
 # Tests use it to block or kill the writer at a precise point; production code passes None.
 Hook = Callable[[str, Path], None]
 
@@ -127,13 +127,13 @@ def write_checkpoint(
             f.flush()
             os.fsync(f.fileno())
         manifest_path(directory, step).unlink(missing_ok=True)
-        if hook:
-            hook("commit", tmp)
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(directory)
+    if hook:
+        hook("manifest", final)
     manifest = Manifest(step, final.name, fmt, writer.size, writer.crc32, time.time())
     atomic_write_bytes(manifest_path(directory, step), json.dumps(manifest.__dict__).encode())
     return final

@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from easyckpt import storage
+from easyckpt import progress, storage
 from easyckpt.progress import checkpoint_dir, progress_path, record_checkpoint
 from easyckpt.snapshot import Snapshotter
 
@@ -77,6 +77,7 @@ class Checkpointer:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.keep = keep
         self.progress_file = progress_path(self.dir)
+        progress.default_file = self.progress_file  # where easyckpt.report_progress() writes
         self._snapshotter = Snapshotter(reuse_buffers)
         self._hook = hook  # fault injection for tests, see storage.Hook
         self._lock = threading.Lock()
@@ -120,7 +121,12 @@ class Checkpointer:
         return storage.complete_steps(self.dir)
 
     def load_latest(self) -> tuple[int, Any] | None:
-        """(step, state) of the newest complete checkpoint that verifies, or None."""
+        """(step, state) of the newest complete checkpoint that verifies, or None.
+
+        Checkpoints whose payload does not match their manifest are skipped with a warning. A
+        checkpoint that verifies but fails to unpickle (e.g. a class was renamed) raises: falling
+        back silently to an older one would lose work without anyone noticing.
+        """
         self.wait()
         for step in reversed(self.steps()):
             manifest = storage.read_manifest(self.dir, step)
@@ -132,7 +138,9 @@ class Checkpointer:
                     stacklevel=2,
                 )
                 continue
-            return step, _load(manifest.format, self.dir / manifest.file)
+            state = _load(manifest.format, self.dir / manifest.file)
+            self._last_durable = step  # a SIGTERM before the next step need not rewrite it
+            return step, state
         return None
 
     def install_sigterm_handler(self, get_state: GetState) -> bool:
@@ -150,8 +158,9 @@ class Checkpointer:
                 stacklevel=2,
             )
             return False
+        if self._get_state is None:  # installing twice must not chain us to ourselves
+            self._prev_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         self._get_state = get_state
-        self._prev_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         return True
 
     def __enter__(self) -> "Checkpointer":

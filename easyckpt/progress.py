@@ -29,6 +29,10 @@ PROGRESS_FILE_ENV = "OPENDLC_PROGRESS_FILE"
 DEFAULT_CKPT_DIR = "checkpoints"
 REPORT_INTERVAL_S = 1.0
 
+# The progress file of the most recently created Checkpointer: report_progress() writes next to
+# the checkpoints even when they live in an explicit dir rather than the env's.
+default_file: Path | None = None
+
 # The writer thread and the training thread both read-modify-write the file.
 _lock = threading.Lock()
 _last_report: dict[Path, float] = {}
@@ -68,9 +72,16 @@ def record_checkpoint(path: Path, step: int, ckpt_path: Path, now: float | None 
 def report_progress(step: int, *, path: str | os.PathLike | None = None, force: bool = False) -> bool:
     """Record that training reached `step`, without checkpointing. Returns whether it wrote.
 
-    Writes at most once per second per file unless `force`, so calling it every step is cheap.
+    Path: `path`, else env OPENDLC_PROGRESS_FILE, else the last Checkpointer's progress file, else
+    ./checkpoints/progress.json. Writes at most once per second per file unless `force`, so
+    calling it every step is cheap.
     """
-    target = Path(path).absolute() if path else progress_path()
+    if path:
+        target = Path(path).absolute()
+    elif os.environ.get(PROGRESS_FILE_ENV) or default_file is None:
+        target = progress_path()
+    else:
+        target = default_file
     now = time.monotonic()
     if not force and now - _last_report.get(target, -REPORT_INTERVAL_S) < REPORT_INTERVAL_S:
         return False

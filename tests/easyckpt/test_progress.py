@@ -49,3 +49,11 @@ def test_report_progress_writes_at_most_once_a_second_unless_forced(tmp_path):
     assert read_progress(progress_file)["last_progress"]["step"] == 1
     assert easyckpt.report_progress(3, path=progress_file, force=True) is True
     assert read_progress(progress_file)["last_progress"]["step"] == 3
+
+
+def test_report_progress_writes_next_to_the_checkpoints_of_an_explicit_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Checkpointer(tmp_path / "mine")
+    easyckpt.report_progress(2, force=True)
+    assert read_progress(tmp_path / "mine" / "progress.json")["last_progress"]["step"] == 2
+    assert not (tmp_path / "checkpoints").exists()

@@ -125,3 +125,34 @@ def test_close_gives_sigterm_back_to_the_previous_handler(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is not before
     ckpt.close()
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_installing_the_handler_twice_still_exits_once_after_one_flush(tmp_path):
+    code = r"""
+import os, signal, sys, threading, easyckpt
+ckpt = easyckpt.Checkpointer(sys.argv[1])
+ckpt.install_sigterm_handler(lambda: (1, {"step": 1}))
+ckpt.install_sigterm_handler(lambda: (2, {"step": 2}))
+os.kill(os.getpid(), signal.SIGTERM)
+threading.Event().wait(30)
+"""
+    result = run_python(code, str(tmp_path))
+    assert result.returncode == 143, result.stderr
+    assert Checkpointer(tmp_path).steps() == [2]
+
+
+def test_a_sigterm_right_after_resuming_does_not_rewrite_the_loaded_checkpoint(tmp_path):
+    with Checkpointer(tmp_path) as ckpt:
+        ckpt.save(5, {"step": 5})
+    mtime = (tmp_path / "step-5.ckpt").stat().st_mtime_ns
+    code = r"""
+import os, signal, sys, threading, easyckpt
+ckpt = easyckpt.Checkpointer(sys.argv[1])
+current = ckpt.load_latest()
+ckpt.install_sigterm_handler(lambda: current)
+os.kill(os.getpid(), signal.SIGTERM)
+threading.Event().wait(30)
+"""
+    result = run_python(code, str(tmp_path))
+    assert result.returncode == 143, result.stderr
+    assert (tmp_path / "step-5.ckpt").stat().st_mtime_ns == mtime

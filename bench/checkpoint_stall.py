@@ -101,7 +101,7 @@ def gil_slowdown(ckpt: Checkpointer, state: dict) -> tuple[float, float]:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1000:8.1f} ms"
+    return f"{seconds * 1000:.1f} ms".rjust(10)
 
 
 def main(argv: list[str]) -> int:
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dir", default=".", help="where to write (same disk as your checkpoints)")
-    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -138,12 +138,13 @@ def main(argv: list[str]) -> int:
     base, stall = med(sync), med(pooled)
     print(f"sync torch.save            {ms(base)}")
     print(f"sync torch.save + fsync    {ms(med(durable))}")
-    print(f"save() stall, buffer pool  {ms(stall)}   (first save, allocating the pool: {ms(cold).strip()})")
+    print(f"save() stall, buffer pool  {ms(stall)}   (first, allocating the pool: {ms(cold)})")
     print(f"save() stall, clone()      {ms(med(cloned))}")
-    print(f"copy_ floor (bandwidth)    {ms(med(floor))}   = {args.size_mib / 1024 / med(floor):.1f} GiB/s")
+    gib_s = args.size_mib / 1024 / med(floor)
+    print(f"copy_ floor (bandwidth)    {ms(med(floor))}   = {gib_s:.1f} GiB/s")
     print(f"ratio stall / torch.save         {stall / base:6.1%}   (target < 5%)")
     print(f"ratio stall / torch.save + fsync {stall / med(durable):6.1%}")
-    print(f"pure-Python work unit: {ms(idle).strip()} idle, {ms(busy).strip()} during a background write")
+    print(f"pure-Python work unit: {ms(idle)} idle, {ms(busy)} during a background write")
     return 0
 
 

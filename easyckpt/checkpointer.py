@@ -72,7 +72,9 @@ class Checkpointer:
         hook: storage.Hook | None = None,
     ):
         if keep < 1:
-            raise ValueError(f"keep must be at least 1 (got {keep}): it is how many checkpoints stay on disk")
+            raise ValueError(
+                f"keep must be at least 1 (got {keep}): it is how many checkpoints stay on disk"
+            )
         self.dir = checkpoint_dir(dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.keep = keep
@@ -196,11 +198,13 @@ class Checkpointer:
             self._writer = None
         if self._error is not None:
             (step, exc), self._error = self._error, None
-            raise CheckpointWriteError(f"writing checkpoint step {step} to {self.dir} failed: {exc}") from exc
+            message = f"writing checkpoint step {step} to {self.dir} failed: {exc}"
+            raise CheckpointWriteError(message) from exc
 
     def _write(self, step: int, fmt: str, frozen: object) -> None:
         try:
-            path = storage.write_checkpoint(self.dir, step, fmt, partial(_dump, fmt, frozen), self._hook)
+            serialize = partial(_dump, fmt, frozen)
+            path = storage.write_checkpoint(self.dir, step, fmt, serialize, self._hook)
             self._last_durable = step
             record_checkpoint(self.progress_file, step, path)
             storage.prune(self.dir, self.keep)
@@ -229,4 +233,5 @@ class Checkpointer:
         if got is not None and got[0] != self._last_durable:
             self.save(*got)
             self.wait()
-        print(f"easyckpt: SIGTERM: checkpoint step {self._last_durable} is durable", file=sys.stderr, flush=True)
+        step = self._last_durable
+        print(f"easyckpt: SIGTERM: checkpoint step {step} is durable", file=sys.stderr, flush=True)

@@ -69,7 +69,9 @@ def record_checkpoint(path: Path, step: int, ckpt_path: Path, now: float | None 
     _update(path, {"step": step, "time": now, "path": str(ckpt_path)})
 
 
-def report_progress(step: int, *, path: str | os.PathLike | None = None, force: bool = False) -> bool:
+def report_progress(
+    step: int, *, path: str | os.PathLike | None = None, force: bool = False
+) -> bool:
     """Record that training reached `step`, without checkpointing. Returns whether it wrote.
 
     Path: `path`, else env OPENDLC_PROGRESS_FILE, else the last Checkpointer's progress file, else

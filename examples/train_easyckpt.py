@@ -1,6 +1,7 @@
 """A tiny training loop with EasyCkpt: resume, periodic background checkpoints, SIGTERM flush.
 
-    OPENDLC_CKPT_DIR=/tmp/ck python examples/train_easyckpt.py --steps 50 --ckpt-every 5 --sleep 0.05
+    export OPENDLC_CKPT_DIR=/tmp/ck
+    python examples/train_easyckpt.py --steps 50 --ckpt-every 5 --sleep 0.05
     # kill -TERM <pid> while it runs, start it again: it continues at the next step, not at 1.
 
 It fits y = 3x + 1 by gradient descent: in pure Python by default, with a torch nn.Linear when

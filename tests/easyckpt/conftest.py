@@ -46,4 +46,5 @@ def start_example(ckpt_dir: Path, *args: str) -> subprocess.Popen:
 
 
 def printed_steps(stdout: str) -> list[int]:
-    return [int(line.split()[0][len("step="):]) for line in stdout.splitlines() if line.startswith("step=")]
+    lines = (line for line in stdout.splitlines() if line.startswith("step="))
+    return [int(line.split()[0][len("step="):]) for line in lines]

@@ -9,7 +9,12 @@ Point = namedtuple("Point", "x y")
 
 
 def plain_state(step):
-    return {"step": step, "weights": [0.5, -1.25, 3.0], "meta": ("adam", {"lr": 1e-3}), "p": Point(1, 2)}
+    return {
+        "step": step,
+        "weights": [0.5, -1.25, 3.0],
+        "meta": ("adam", {"lr": 1e-3}),
+        "p": Point(1, 2),
+    }
 
 
 def test_it_loads_back_the_plain_objects_it_saved(tmp_path):

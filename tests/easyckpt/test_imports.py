@@ -2,7 +2,9 @@ import json
 
 from .conftest import run_python
 
-LIST_MODULES = "import sys, json, easyckpt; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+LIST_MODULES = (
+    "import sys, json, easyckpt; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+)
 
 
 def test_importing_easyckpt_imports_no_django_celery_or_project_app():

@@ -86,6 +86,19 @@ def test_save_returns_while_the_write_is_still_in_progress(tmp_path):
     assert ckpt.steps() == [1]
 
 
+def test_saves_issued_during_a_write_wait_their_turn_and_none_is_dropped(tmp_path):
+    hook, started, release = blocking_hook()
+    ckpt = Checkpointer(tmp_path, keep=5, hook=hook)
+    ckpt.save(1, {"step": 1})
+    assert started.wait(10)
+    trainer = threading.Thread(target=lambda: (ckpt.save(2, {"step": 2}), ckpt.save(3, {"step": 3})))
+    trainer.start()
+    release.set()
+    trainer.join(10)
+    ckpt.wait()
+    assert ckpt.steps() == [1, 2, 3]
+
+
 def test_changes_made_after_save_returns_do_not_leak_into_the_checkpoint(tmp_path):
     hook, started, release = blocking_hook()
     ckpt = Checkpointer(tmp_path, hook=hook)

@@ -115,7 +115,8 @@ class Checkpointer:
         """Flush, and give SIGTERM back to whoever had it before us."""
         self.wait()
         if self._get_state is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._prev_handler)
+            # None: the previous handler was not installed from Python; the default is closest.
+            signal.signal(signal.SIGTERM, self._prev_handler or signal.SIG_DFL)
             self._get_state = None
 
     def steps(self) -> list[int]:

@@ -157,6 +157,8 @@ def read_manifest(directory: Path, step: int) -> Manifest | None:
 
 def verify(directory: Path, manifest: Manifest) -> bool:
     """True when the payload has exactly the size and CRC-32 its manifest recorded."""
+    if manifest.file != payload_path(directory, manifest.step).name:
+        return False  # a manifest never points outside its own step's payload
     path = directory / manifest.file
     try:
         if path.stat().st_size != manifest.size:

@@ -230,8 +230,9 @@ def _store_waiting(waiting: tuple[s.WaitReason, ...]) -> None:
               Job.objects.filter(status__in=WAITING).values_list("pk", "job_id", "wait_reason", "queue_position")}
     changed = [Job(pk=stored[w.job_id][0], wait_reason=w.message, queue_position=w.position)
                for w in waiting if w.job_id in stored and stored[w.job_id][1:] != (w.message, w.position)]
-    # Writes only these two columns (never the status), and only where they changed.
-    Job.objects.bulk_update(changed, ["wait_reason", "queue_position"], batch_size=500)
+    # Only these two columns, only where they changed, and only while the job still waits (the
+    # filter stays on each UPDATE): a job stopped meanwhile keeps no stale reason.
+    Job.objects.filter(status__in=WAITING).bulk_update(changed, ["wait_reason", "queue_position"], batch_size=500)
 
 
 # ---- requesting cycles ------------------------------------------------------------------------

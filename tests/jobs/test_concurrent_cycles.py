@@ -1,12 +1,13 @@
 """Two schedule cycles at once on PostgreSQL must never book a node twice.
 
-The race that would double-book: cycle 1 reads its snapshot; a high-priority job arrives and
-cycle 2 reads a snapshot in which cycle 1's bindings are not yet committed; each plans the same
-nodes for different jobs. To make the two cycles overlap for certain, `plan` is wrapped: cycle 1
-signals once it has read its snapshot, and each cycle waits at a barrier after planning, so that
-if both could plan at the same time they would also apply at the same time. With the cycle lock
-the second cycle cannot even read its snapshot until the first commits, so the barrier times out.
-The control test removes the lock and shows the same scenario does double-book.
+The race that would double-book: cycle 1 reads its snapshot and gives both of nlp-team's nodes
+to a two-pod gang; a priority-9 job arrives and cycle 2 reads a snapshot in which those bindings
+are not yet committed, so it gives one node to the new job and backfills the other with a job
+waiting behind the gang. To make the cycles overlap for certain, `plan` is wrapped: cycle 1, once
+it has planned, waits (up to `wait_s`) for cycle 2 to have planned too, and cycle 2 applies only
+after cycle 1 committed (so the two never deadlock on each other's job rows in the control). With
+the cycle lock, cycle 2 cannot even read its snapshot before cycle 1 commits, so cycle 1's wait
+runs out. The control test removes the lock and shows that the same scenario does double-book.
 """
 
 import threading
@@ -37,20 +38,22 @@ def over_allocations() -> list[str]:
     return problems
 
 
-def race(bob, monkeypatch) -> bool:
-    """Run the two overlapping cycles; True when their plans overlapped in time."""
-    for _ in range(3):  # more demand than nlp-team's two nodes
-        create_job(bob, make_request(pods=1))
-    snapshot_read, barrier = threading.Event(), threading.Barrier(2, timeout=2)
+def race(bob, monkeypatch, wait_s: float) -> bool:
+    """Run the two cycles; True when cycle 2 planned while cycle 1 had not committed yet."""
+    create_job(bob, make_request(pods=2))  # the gang: both nodes
+    create_job(bob, make_request(pods=1))  # waits behind it
+    first_planned, second_planned, first_committed = threading.Event(), threading.Event(), threading.Event()
+    overlapped = []
     real_plan = scheduling.s.plan
 
     def plan(snapshot, now):
         decisions = real_plan(snapshot, now)
-        snapshot_read.set()
-        try:
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            pass
+        if threading.current_thread().name == "cycle-1":
+            first_planned.set()
+            overlapped.append(second_planned.wait(timeout=wait_s))
+        else:
+            second_planned.set()
+            first_committed.wait(timeout=60)
         return decisions
 
     monkeypatch.setattr(scheduling.s, "plan", plan)
@@ -58,19 +61,20 @@ def race(bob, monkeypatch) -> bool:
 
     def first():
         run(scheduling.run_cycle, errors)
+        first_committed.set()
 
     def second():
-        snapshot_read.wait(timeout=5)
+        first_planned.wait(timeout=60)
         run(lambda: create_job(bob, make_request(pods=1, priority=9)), errors)
         run(scheduling.run_cycle, errors)
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads = [threading.Thread(target=first, name="cycle-1"), threading.Thread(target=second, name="cycle-2")]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=120)
     assert not errors, errors
-    return not barrier.broken
+    return overlapped == [True]
 
 
 def run(fn, errors):
@@ -83,15 +87,15 @@ def run(fn, errors):
 
 
 def test_two_cycles_at_once_never_book_a_node_twice(bob, monkeypatch):
-    overlapped = race(bob, monkeypatch)
+    overlapped = race(bob, monkeypatch, wait_s=2)
     assert not overlapped, "the cycle lock should have kept the second cycle out until the first committed"
     assert over_allocations() == []
-    assert Pod.objects.filter(node__isnull=False).count() == 2  # both nodes used, each once
+    assert Pod.objects.filter(node__isnull=False).count() == 2  # the gang took both nodes, once
 
 
 def test_without_the_cycle_lock_the_same_race_double_books(bob, monkeypatch):
     """The control: proves the test above would catch a double booking."""
     monkeypatch.setattr(scheduling, "_serialize_cycles", lambda: None)
-    overlapped = race(bob, monkeypatch)
+    overlapped = race(bob, monkeypatch, wait_s=30)
     assert overlapped
     assert over_allocations() != []

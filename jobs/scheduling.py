@@ -186,7 +186,9 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
 
 
 def _preempt(job_id: str, preemptions: list[s.Preemption], now) -> list[dispatch.Message]:
-    job = Job.objects.get(job_id=job_id)
+    # Lock order for every writer (cycle, reports, stop): the job row, then its pods. Touching the
+    # pods first could deadlock with a pod report for this job holding the job row.
+    job = Job.objects.select_for_update().get(job_id=job_id)
     pods = {p.pod_id: p for p in Pod.objects.filter(pod_id__in=[x.pod_id for x in preemptions]).select_related("node")}
     messages = []
     for p in preemptions:

@@ -138,3 +138,20 @@ def spot_offers(now: datetime | None = None) -> list[SpotOffer]:
 
 def _discount(price: Decimal, on_demand: Decimal) -> Decimal:
     return (price / on_demand).quantize(RATIO_PLACES, rounding=ROUND_HALF_UP) if on_demand else Decimal(0)
+
+
+@dataclass(frozen=True)
+class PricePoint:
+    """One point of the History Price chart / GetSpotPriceHistory's SpotPriceItem."""
+
+    at: datetime
+    price: Decimal  # per node-minute
+    spot_discount: Decimal  # price / on-demand (SpotPriceItem.SpotDiscount)
+
+
+def price_history(instance_type: str, start: datetime, end: datetime) -> list[PricePoint]:
+    """Recorded prices of an instance type in [start, end], oldest first."""
+    spec = ResourceSpec.objects.get(instance_type=instance_type)
+    rows = PriceHistory.objects.filter(spec=spec, at__gte=start, at__lte=end).order_by("at")
+    on_demand = spec.on_demand_price_per_minute
+    return [PricePoint(at, price, _discount(price, on_demand)) for at, price in rows.values_list("at", "price")]

@@ -55,3 +55,15 @@ def test_spot_offers_list_every_type_with_on_demand_price_market_price_and_disco
     no_price = offers["ecs.g7.xlarge"]
     assert (no_price.price, no_price.spot_discount, no_price.stock_status) == (None, None, "WithoutStock")
     assert len(offers) == 4
+
+
+def test_the_price_history_of_a_type_gives_prices_and_discounts_in_a_window(demo_cluster):
+    from spot.market_state import PricePoint, price_history
+
+    price_row(at(10), "0.073500")
+    price_row(at(11), "0.036750")
+    price_row(at(12), "0.147000")
+    assert price_history(A10, at(10, 30), at(12)) == [
+        PricePoint(at(11), Decimal("0.036750"), Decimal("0.250000")),
+        PricePoint(at(12), Decimal("0.147000"), Decimal("1.000000")),
+    ]

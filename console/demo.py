@@ -66,6 +66,11 @@ def seed() -> Seeded:
     _quotas(tenant, workspaces, specs)
     for instance_type, count in PUBLIC_POOL.items():
         _nodes(f"pub-{_short(instance_type)}", specs[instance_type], None, count)
+    from spot.backfill import backfill_history
+
+    # A week of spot prices for the History Price chart, once the seed has committed: a few
+    # seconds of inserts that a test's seed (rolled back, never committed) does not pay for.
+    transaction.on_commit(lambda: backfill_history(days=7))
     key, secret = AccessKey.issue(users["alice"])
     return Seeded(True, key.access_key_id, secret, workspaces["ml-research"].pk)
 

@@ -155,3 +155,26 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# Spot market (spot.tasks): price tick, "cost so far" of today's jobs, yesterday's bills closed.
+# Each entry expires before its next run, so a backlog never piles up ticks.
+from celery.schedules import crontab  # noqa: E402
+
+OPENDLC_PRICE_REPLAY = os.environ.get("OPENDLC_PRICE_REPLAY", "")  # path:machine_type:region[:speed]
+OPENDLC_BILLING_INTERVAL_S = envint("OPENDLC_BILLING_INTERVAL_S", 300)
+CELERY_BEAT_SCHEDULE = globals().get("CELERY_BEAT_SCHEDULE", {})
+CELERY_BEAT_SCHEDULE["spot-market-tick"] = {
+    "task": "spot.tasks.market_tick",
+    "schedule": OPENDLC_MARKET_TICK_S,
+    "options": {"expires": OPENDLC_MARKET_TICK_S},
+}
+CELERY_BEAT_SCHEDULE["spot-bill-today"] = {
+    "task": "spot.tasks.bill_today",
+    "schedule": OPENDLC_BILLING_INTERVAL_S,
+    "options": {"expires": OPENDLC_BILLING_INTERVAL_S},
+}
+CELERY_BEAT_SCHEDULE["spot-close-yesterday"] = {
+    "task": "spot.tasks.close_yesterday",
+    "schedule": crontab(hour=0, minute=10),
+    "options": {"expires": 3600},
+}

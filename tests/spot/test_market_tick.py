@@ -114,7 +114,7 @@ def test_a_replay_follows_the_csv_as_a_ratio_of_each_on_demand_price(demo_cluste
     market_tick(at(12, 0))
     market_tick(at(12, 1))
     assert prices(A10) == [Decimal("0.073500"), Decimal("0.036750"), Decimal("0.036750")]  # 0.147 x 0.5, x 0.25
-    assert prices("ecs.g7.xlarge") == [Decimal("0.005300"), Decimal("0.002650"), Decimal("0.002650")]
+    assert prices("ecs.g7.xlarge") == [Decimal("0.008250"), Decimal("0.004125"), Decimal("0.004125")]  # 0.0165 x 0.5, x 0.25
 
 
 def test_a_replay_setting_must_name_path_machine_type_and_region():

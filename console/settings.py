@@ -153,3 +153,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+
+# Periodic tasks (celery beat). Each app appends its own entries.
+CELERY_BEAT_SCHEDULE = globals().get("CELERY_BEAT_SCHEDULE", {})
+CELERY_BEAT_SCHEDULE["nodes.reap_lost"] = {
+    "task": "nodes.reap_lost",
+    "schedule": float(OPENDLC_HEARTBEAT_INTERVAL_S),
+    "options": {"queue": "default", "expires": float(OPENDLC_HEARTBEAT_INTERVAL_S)},
+}

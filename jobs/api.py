@@ -17,6 +17,7 @@ from django.utils import timezone
 from console.api import params
 from console.api.errors import ApiError, forbidden, invalid, invalid_fields, not_found
 from console.api.pagination import page_of, paginate
+from console.api.schema import PAGING, sdk_action
 from console.api.views import SdkView
 from jobs import serializers as shapes
 from jobs import services
@@ -70,10 +71,15 @@ def _call(fn, *args):
 class JobsView(SdkView):
     """POST /api/v1/jobs (CreateJob), GET /api/v1/jobs (ListJobs)."""
 
+    @sdk_action("CreateJob", "Submit a job (WorkspaceId optional: the caller's default workspace)", body=True)
     def post(self, request):
         job = _call(services.create_job, request.user, shapes.job_request(self.body(request)))
         return self.reply(request, {"JobId": job.job_id})
 
+    @sdk_action("ListJobs", "Jobs of the caller's workspaces; without StartTime/EndTime the last 7 days", query=(
+        *PAGING, "Status", "DisplayName", "DisplayNameSearchMode", "ResourceId", "ResourceIds", "WorkspaceId",
+        "OversoldInfo", "PaymentType", "JobId", "JobIds", "JobType", "Username", "ResourceQuotaName", "ShowOwn",
+        "UserIdForFilter", "StartTime", "EndTime", "TimeRangeField"))
     def get(self, request):
         q = request.query_params
         jobs = _filtered_jobs(request.user, q)
@@ -129,11 +135,14 @@ def _time_window(jobs, q):
 class JobView(SdkView):
     """GET (GetJob), PUT (UpdateJob), DELETE (DeleteJob) /api/v1/jobs/{JobId}."""
 
+    @sdk_action("GetJob", "One job with its specs, pods (and earlier incarnations), history and restarts",
+                query=("NeedDetail",))
     def get(self, request, job_id):
         params.boolean(request.query_params, "NeedDetail")  # everything is always included; still checked
         job = get_visible_job(request.user, job_id, detail=True)
         return self.reply(request, shapes.job_detail(job))
 
+    @sdk_action("UpdateJob", "Change a job's Priority", body=True)
     def put(self, request, job_id):
         job = get_visible_job(request.user, job_id)
         body = self.body(request)
@@ -146,6 +155,7 @@ class JobView(SdkView):
         _call(services.update_job_priority, request.user, job, body["Priority"])
         return self.reply(request, {"JobId": job.job_id})
 
+    @sdk_action("DeleteJob", "Delete a waiting or ended job")
     def delete(self, request, job_id):
         job = get_visible_job(request.user, job_id)
         _call(services.delete_job, request.user, job)
@@ -155,6 +165,7 @@ class JobView(SdkView):
 class StopJobView(SdkView):
     """POST /api/v1/jobs/{JobId}/stop (StopJob)."""
 
+    @sdk_action("StopJob", "Stop a job")
     def post(self, request, job_id):
         job = get_visible_job(request.user, job_id)
         _call(services.stop_job, request.user, job)
@@ -173,6 +184,7 @@ def _events(rows, q) -> list[str]:
 class JobEventsView(SdkView):
     """GET /api/v1/jobs/{JobId}/events (GetJobEvents): one line per event, oldest first."""
 
+    @sdk_action("GetJobEvents", "The job's events, one line each", query=("StartTime", "EndTime", "MaxEventsNum"))
     def get(self, request, job_id):
         job = get_visible_job(request.user, job_id)
         return self.reply(request, {"JobId": job.job_id, "Events": _events(job.events.all(), request.query_params)})
@@ -193,6 +205,7 @@ def _pod(job: Job, pod_id: str, pod_uid: str | None) -> Pod:
 class PodLogsView(SdkView):
     """GET /api/v1/jobs/{JobId}/pods/{PodId}/logs (GetPodLogs): the first MaxLines lines of the log."""
 
+    @sdk_action("GetPodLogs", "A pod's log lines", query=("PodUid", "MaxLines", "DownloadToFile", "Containers"))
     def get(self, request, job_id, pod_id):
         q = request.query_params
         job = get_visible_job(request.user, job_id)
@@ -210,6 +223,7 @@ class PodLogsView(SdkView):
 class PodEventsView(SdkView):
     """GET /api/v1/jobs/{JobId}/pods/{PodId}/events (GetPodEvents)."""
 
+    @sdk_action("GetPodEvents", "A pod's events, one line each", query=("PodUid", "StartTime", "EndTime", "MaxEventsNum"))
     def get(self, request, job_id, pod_id):
         q = request.query_params
         job = get_visible_job(request.user, job_id)

@@ -17,6 +17,7 @@ from django.db.models import Count, Sum
 from console.api import params
 from console.api.errors import ApiError, forbidden, invalid, invalid_fields, not_found
 from console.api.pagination import page_of, paginate
+from console.api.schema import PAGING, sdk_action
 from console.api.views import SdkView
 from jobs.models import Job, Pod
 from jobs.states import FINAL, WAITING
@@ -166,6 +167,8 @@ def _amount(total: Counter) -> dict:
 class QuotasView(SdkView):
     """POST /api/v1/quotas (CreateQuota), GET /api/v1/quotas/ (ListQuotas)."""
 
+    @sdk_action("ListQuotas", "Quotas of the caller's tenant", query=(
+        *PAGING, "QuotaName", "QuotaIds", "ParentQuotaId", "ResourceType", "WorkspaceIds", "Statuses"))
     def get(self, request):
         q = request.query_params
         quotas = _filtered_quotas(request.user, q)
@@ -176,6 +179,8 @@ class QuotasView(SdkView):
         page = page_of(q)
         return self.reply(request, {"Quotas": shaped[page.offset : page.offset + page.size], "TotalCount": len(shaped)})
 
+    @sdk_action("CreateQuota", "Create a quota; Min.NodeSpecs takes free nodes from the parent or the public pool",
+                body=True)
     def post(self, request):
         quota = create_quota(request.user, self.body(request))
         return self.reply(request, {"QuotaId": quota.quota_id})
@@ -184,16 +189,19 @@ class QuotasView(SdkView):
 class QuotaView(SdkView):
     """GET (GetQuota), PUT (UpdateQuota), DELETE (DeleteQuota) /api/v1/quotas/{QuotaId}."""
 
+    @sdk_action("GetQuota", "One quota with its nodes, usage, sub-quotas and workspaces")
     def get(self, request, quota_id):
         quota = get_visible_quota(request.user, quota_id)
         return self.reply(request, QuotaTree([quota]).shape(quota))
 
+    @sdk_action("UpdateQuota", "Rename or re-describe a quota, change its queue strategy", body=True)
     def put(self, request, quota_id):
         quota = get_visible_quota(request.user, quota_id)
         _require_admin(request.user, quota)
         update_quota(quota, self.body(request))
         return self.reply(request, {"QuotaId": quota.quota_id})
 
+    @sdk_action("DeleteQuota", "Delete a quota without sub-quotas or jobs; its nodes go back to the parent")
     def delete(self, request, quota_id):
         quota = get_visible_quota(request.user, quota_id)
         _require_admin(request.user, quota)
@@ -426,6 +434,9 @@ NODE_SORT = {"NodeName": "name", "GmtCreateTime": "created_at", "GmtCreatedTime"
 class NodesView(SdkView):
     """GET /api/v1/nodes (ListNodes)."""
 
+    @sdk_action("ListNodes", "Nodes with what runs on them", query=(
+        *PAGING, "QuotaId", "FilterByQuotaId", "NodeNames", "NodeStatuses", "NodeTypes", "GPUType",
+        "AcceleratorType", "WorkspaceId"))
     def get(self, request):
         q = request.query_params
         nodes = _filtered_nodes(request.user, q)
@@ -514,6 +525,9 @@ def _node(node: Node, pods: list[Pod]) -> dict:
 class QuotaWorkloadsView(SdkView):
     """GET /api/v1/quotas/{QuotaId}/workloads (ListQuotaWorkloads): the quota's queue and its running jobs."""
 
+    @sdk_action("ListQuotaWorkloads", "The quota's queue and running jobs", query=(
+        *PAGING, "WorkloadStatuses", "Status", "WorkloadIds", "WorkloadNames", "UserIds", "Priority",
+        "UseOversoldResource", "WithHistoricalData"))
     def get(self, request, quota_id):
         from jobs.api import visible_jobs  # the job visibility rule lives with the job API
 

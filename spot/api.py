@@ -15,6 +15,7 @@ from django.utils import timezone
 from console.api import params
 from console.api.errors import invalid, not_found
 from console.api.pagination import page_of
+from console.api.schema import PAGING, sdk_action
 from console.api.views import SdkView
 from jobs.models import Pod, PodKind
 from quotas.models import Node, NodeStatus, ResourceSpec, ResourceType
@@ -40,6 +41,8 @@ class SpotPriceHistoryView(SdkView):
     seven days apart; oldest first. Paging applies to Lingjun types only, as on PAI.
     """
 
+    @sdk_action("GetSpotPriceHistory", "Spot price over time as a discount on the on-demand price",
+                query=(*PAGING, "StartTime", "EndTime", "SpotDuration"))
     def get(self, request, instance_type):
         q = request.query_params
         spec = ResourceSpec.objects.filter(instance_type=instance_type).first()
@@ -83,6 +86,8 @@ GPU_MEMORY_GIB = {"NVIDIA A10": 24, "NVIDIA V100": 16, "GU108": 80}
 class EcsSpecsView(SdkView):
     """GET /api/v1/ecsspecs (ListEcsSpecs): instance types with their spot discount and stock."""
 
+    @sdk_action("ListEcsSpecs", "Instance types with spot discount and SpotStockStatus",
+                query=(*PAGING, "AcceleratorType", "InstanceTypes", "ResourceType"))
     def get(self, request):
         q = request.query_params
         specs = _filtered_specs(q)

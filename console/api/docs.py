@@ -4,13 +4,14 @@ Served from our own template (no CDN-hosted Swagger UI: the console must work of
 """
 
 from django.shortcuts import render
-from drf_spectacular.generators import SchemaGenerator
+
+from console.api.schema import SdkSchemaGenerator
 
 METHODS = ("get", "post", "put", "delete")
 
 
 def api_docs(request):
-    schema = SchemaGenerator().get_schema(request=None, public=True)
+    schema = SdkSchemaGenerator().get_schema(request=None, public=True)
     actions = []
     for route, item in schema["paths"].items():
         for method in METHODS:

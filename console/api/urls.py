@@ -8,6 +8,8 @@ Path parameters are one segment; the SDK percent-encodes a '/' inside them.
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
+from console.api.schema import SdkSchemaGenerator
+
 from console.api.docs import api_docs
 from console.api.views import unknown_api_path
 from jobs import api as jobs
@@ -38,6 +40,6 @@ urlpatterns = [
     action(f"spots/{SEG.format('instance_type')}/pricehistory", spot.SpotPriceHistoryView, "studio-price-history"),
     re_path(r"^api/v1/", unknown_api_path),
     # The description of all of the above.
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/", SpectacularAPIView.as_view(generator_class=SdkSchemaGenerator), name="api-schema"),
     path("api/docs/", api_docs, name="api-docs"),
 ]

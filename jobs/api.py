@@ -23,6 +23,7 @@ from jobs import serializers as shapes
 from jobs import services
 from jobs.logs import read_logs
 from jobs.models import Job, Pod
+from quotas.models import Membership
 
 LIST_WINDOW = timedelta(days=7)  # ListJobs without StartTime/EndTime: jobs created in the last 7 days
 MAX_EVENTS = 2000
@@ -33,7 +34,10 @@ JOB_SORT = {"GmtCreateTime": "created_at", "GmtFinishTime": "finished_at", "Disp
 
 
 def visible_jobs(user):
-    return services.visible_jobs(user)
+    """services.visible_jobs's rule (jobs of the workspaces the user belongs to, any role), as a
+    subquery instead of a join + DISTINCT: ListJobs can then sort and count 10,000 jobs on the
+    (workspace, -created_at) index. tests/api/test_visibility.py holds the two to the same answer."""
+    return Job.objects.filter(workspace_id__in=Membership.objects.filter(user=user).values("workspace_id"))
 
 
 def _with_shape_data(jobs, *, detail: bool):

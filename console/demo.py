@@ -48,7 +48,8 @@ def is_seeded() -> bool:
 
 
 @transaction.atomic
-def seed() -> Seeded:
+def seed(price_history: bool = True) -> Seeded:
+    """Create the demo once. `price_history` backfills a week of spot prices (a few seconds)."""
     if is_seeded():
         return Seeded(created=False)
     from console.models import AccessKey
@@ -66,11 +67,11 @@ def seed() -> Seeded:
     _quotas(tenant, workspaces, specs)
     for instance_type, count in PUBLIC_POOL.items():
         _nodes(f"pub-{_short(instance_type)}", specs[instance_type], None, count)
-    from spot.backfill import backfill_history
+    if price_history:
+        from spot.backfill import backfill_history
 
-    # A week of spot prices for the History Price chart, once the seed has committed: a few
-    # seconds of inserts that a test's seed (rolled back, never committed) does not pay for.
-    transaction.on_commit(lambda: backfill_history(days=7))
+        # A week of spot prices for the History Price chart, once the seed has committed.
+        transaction.on_commit(lambda: backfill_history(days=7))
     key, secret = AccessKey.issue(users["alice"])
     return Seeded(True, key.access_key_id, secret, workspaces["ml-research"].pk)
 

@@ -77,11 +77,11 @@ def prices(instance_type, per_minute, minutes_ago):
 
 
 def test_the_spot_market_shows_prices_per_hour_discount_and_stock(bob_client):
-    prices("ecs.g7.xlarge", ["0.005300", "0.003180"], [10, 0])  # on-demand 0.0106/min
+    prices("ecs.g7.xlarge", ["0.008250", "0.004950"], [10, 0])  # on-demand 0.0165/min
     html = bob_client.get("/spot/").content.decode()
     row = re.search(r'<td class="mono">ecs.g7.xlarge</td>.*?</tr>', html, re.S)[0]
-    assert "0.6360" in row  # on-demand per hour
-    assert "0.1908" in row  # the current market price per hour
+    assert "0.9900" in row  # on-demand per hour
+    assert "0.2970" in row  # the current market price per hour
     assert "30%" in row and "WithStock" in row
 
 

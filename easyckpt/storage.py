@@ -32,9 +32,9 @@ TMP_PREFIX = ".tmp-"
 CHUNK = 1 << 20
 
 # hook(stage, path) is called where the payload is written (the writer thread, or the forked
-# child in fork mode, where it can only raise or end the process): "chunk" before each payload write (path is
-# the temp file), "manifest" after the payload is renamed into place and before its manifest.
-# Tests use it to block or kill the writer at a precise point; production code passes None.
+# child in fork mode, where a hook can only raise or end that process): "chunk" before each payload
+# write (path is the temp file), "manifest" after the payload is renamed into place and before its
+# manifest. Tests use it to block or kill the writer at a precise point; production passes None.
 Hook = Callable[[str, Path], None]
 
 

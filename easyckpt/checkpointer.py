@@ -27,6 +27,9 @@ off the device by the parent anyway, and a plain-Python state deep-copies faster
 forks. "fork" also forks plain-Python states, but still copies when CUDA is in play. Either way
 the write is the same atomic protocol; in fork mode the parent records the progress file and
 prunes once the child has exited, so the child takes no lock a parent thread could hold.
+Measured on our microVM (bench/checkpoint_stall.py), fork cuts the stall of save() but the step
+after it, when it rewrites every weight, pays far more in copy-on-write faults than the copy
+mode's whole stall: pass snapshot="copy" for such loops until that changes (see `forked`).
 
 Format: torch.save when the state holds tensors (torch is then already imported by the caller),
 pickle otherwise. Loading uses torch.load(weights_only=False): these files are written by this

@@ -17,6 +17,20 @@ the user asked for becomes durable, in order; only one snapshot's worth of memor
 (coalescing needs a second buffer set, i.e. another copy of the model); and a save interval shorter
 than the disk's write time shows up as a visible stall instead of silently lost checkpoints.
 
+Snapshot modes (`snapshot=`): "copy" copies the state into reusable CPU buffers (`Snapshotter`)
+and writes from a thread; "fork" forks a child that writes the copy-on-write image of the process
+(`forked`; trade-offs there: the stall is a page-table copy proportional to RSS, and the parent
+pays a page-fault copy for every page it rewrites while the child still runs). "auto" (default)
+forks when the state holds tensors, all on the CPU, CUDA is not initialized and os.fork exists,
+and copies otherwise: a CUDA context cannot be used in a forked child, so GPU state must be copied
+off the device by the parent anyway, and a plain-Python state deep-copies faster than a process
+forks. "fork" also forks plain-Python states, but still copies when CUDA is in play. Either way
+the write is the same atomic protocol; in fork mode the parent records the progress file and
+prunes once the child has exited, so the child takes no lock a parent thread could hold.
+Measured on our microVM (bench/checkpoint_stall.py), fork cuts the stall of save() but the step
+after it, when it rewrites every weight, pays far more in copy-on-write faults than the copy
+mode's whole stall: pass snapshot="copy" for such loops until that changes (see `forked`).
+
 Format: torch.save when the state holds tensors (torch is then already imported by the caller),
 pickle otherwise. Loading uses torch.load(weights_only=False): these files are written by this
 library for this job, and the full unpickler is needed for the plain objects next to the tensors.
@@ -35,11 +49,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from easyckpt import progress, storage
+from easyckpt import forked, progress, storage
 from easyckpt.progress import checkpoint_dir, progress_path, record_checkpoint
-from easyckpt.snapshot import Snapshotter
+from easyckpt.snapshot import Snapshotter, tensor_devices
 
 GetState = Callable[[], "tuple[int, Any] | None"]
+SNAPSHOT_MODES = ("auto", "fork", "copy")
 
 
 class CheckpointWriteError(RuntimeError):
@@ -69,19 +84,27 @@ class Checkpointer:
         keep: int = 3,
         *,
         reuse_buffers: bool = True,
+        snapshot: str = "auto",
         hook: storage.Hook | None = None,
     ):
         if keep < 1:
             raise ValueError(
                 f"keep must be at least 1 (got {keep}): it is how many checkpoints stay on disk"
             )
+        if snapshot not in SNAPSHOT_MODES:
+            raise ValueError(f"snapshot must be one of {SNAPSHOT_MODES} (got {snapshot!r})")
+        if snapshot == "fork" and not forked.available():
+            raise ValueError(
+                "snapshot='fork' needs os.fork, which this platform lacks; use 'auto' or 'copy'"
+            )
+        self.snapshot = snapshot
         self.dir = checkpoint_dir(dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.keep = keep
         self.progress_file = progress_path(self.dir)
         progress.default_file = self.progress_file  # where easyckpt.report_progress() writes
         self._snapshotter = Snapshotter(reuse_buffers)
-        self._hook = hook  # fault injection for tests, see storage.Hook
+        self._hook = hook  # fault injection for tests, see storage.Hook (runs in the fork child)
         self._lock = threading.Lock()
         self._writer: threading.Thread | None = None
         self._error: tuple[int, BaseException] | None = None
@@ -98,12 +121,17 @@ class Checkpointer:
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise ValueError(f"step must be a non-negative int (got {step!r})")
         with self._critical():
-            self._join_writer()
-            frozen, has_tensors = self._snapshotter.take(state)
-            fmt = "torch" if has_tensors else "pickle"
-            self._writer = threading.Thread(
-                target=self._write, args=(step, fmt, frozen), name=f"easyckpt-step-{step}"
-            )  # not a daemon: interpreter exit waits for the write instead of tearing it
+            self._join_writer()  # at most one write (thread or child) in flight
+            devices = tensor_devices(state)
+            fmt = "torch" if devices else "pickle"
+            child = self._fork(step, fmt, state) if self._forks(devices) else None
+            if child is not None:
+                target, args = self._reap, (step, child)
+            else:
+                frozen, _ = self._snapshotter.take(state)
+                target, args = self._write, (step, fmt, frozen)
+            # Not a daemon: interpreter exit waits for the write instead of tearing it.
+            self._writer = threading.Thread(target=target, args=args, name=f"easyckpt-step-{step}")
             self._writer.start()
 
     def wait(self) -> None:
@@ -202,15 +230,49 @@ class Checkpointer:
             message = f"writing checkpoint step {step} to {self.dir} failed: {exc}"
             raise CheckpointWriteError(message) from exc
 
+    def _forks(self, devices: set[str]) -> bool:
+        if self.snapshot == "copy" or not forked.available() or devices - {"cpu"}:
+            return False
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            return False  # the child cannot use CUDA; pinned host memory is CUDA's too
+        return self.snapshot == "fork" or bool(devices)
+
+    def _fork(self, step: int, fmt: str, state: object) -> forked.Child | None:
+        try:
+            return forked.start(partial(self._write_payload, step, fmt, state))
+        except OSError as exc:  # e.g. ENOMEM under strict overcommit: the copy still works
+            warnings.warn(f"easyckpt: fork failed ({exc}); copying the state instead",
+                          RuntimeWarning, stacklevel=3)
+            return None
+
+    def _write_payload(self, step: int, fmt: str, frozen: object) -> Path:
+        serialize = partial(_dump, fmt, frozen)
+        return storage.write_checkpoint(self.dir, step, fmt, serialize, self._hook)
+
     def _write(self, step: int, fmt: str, frozen: object) -> None:
         try:
-            serialize = partial(_dump, fmt, frozen)
-            path = storage.write_checkpoint(self.dir, step, fmt, serialize, self._hook)
-            self._last_durable = step
-            record_checkpoint(self.progress_file, step, path)
-            storage.prune(self.dir, self.keep)
+            self._committed(step, self._write_payload(step, fmt, frozen))
         except BaseException as exc:  # surfaced in the training thread by the next call
             self._error = (step, exc)
+
+    def _reap(self, step: int, child: forked.Child) -> None:
+        try:
+            try:
+                forked.reap(child)
+            except ChildProcessError:
+                # Someone else reaped our child (SIGCHLD set to SIG_IGN): the commit marker,
+                # written last by the child, is the only word on whether it finished.
+                if storage.read_manifest(self.dir, step) is None:
+                    raise
+            self._committed(step, storage.payload_path(self.dir, step))
+        except BaseException as exc:
+            self._error = (step, exc)
+
+    def _committed(self, step: int, path: Path) -> None:
+        self._last_durable = step
+        record_checkpoint(self.progress_file, step, path)
+        storage.prune(self.dir, self.keep)
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         if self._main_busy:

@@ -28,6 +28,24 @@ import sys
 from collections.abc import Hashable
 
 
+def tensor_devices(state: object) -> set[str]:
+    """Device types ("cpu", "cuda", ...) of the tensors found in state's dicts, lists and tuples."""
+    torch = sys.modules.get("torch")
+    if torch is None:  # no tensor can exist without torch imported
+        return set()
+    found: set[str] = set()
+    stack = [state]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            found.add(obj.device.type)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+    return found
+
+
 class Snapshotter:
     def __init__(self, reuse_buffers: bool = True):
         self.reuse_buffers = reuse_buffers

@@ -31,9 +31,10 @@ PAYLOAD_RE = re.compile(r"^step-(\d+)\.ckpt$")
 TMP_PREFIX = ".tmp-"
 CHUNK = 1 << 20
 
-# hook(stage, path) is called in the writing thread: "chunk" before each payload write (path is
-# the temp file), "manifest" after the payload is renamed into place and before its manifest.
-# Tests use it to block or kill the writer at a precise point; production code passes None.
+# hook(stage, path) is called where the payload is written (the writer thread, or the forked
+# child in fork mode, where a hook can only raise or end that process): "chunk" before each payload
+# write (path is the temp file), "manifest" after the payload is renamed into place and before its
+# manifest. Tests use it to block or kill the writer at a precise point; production passes None.
 Hook = Callable[[str, Path], None]
 
 

@@ -34,7 +34,7 @@ def assert_same(a, b):
 
 @pytest.mark.parametrize("reuse_buffers", [True, False], ids=["buffer-pool", "clone"])
 def test_it_loads_back_the_cpu_tensors_it_saved(tmp_path, reuse_buffers):
-    with Checkpointer(tmp_path, reuse_buffers=reuse_buffers) as ckpt:
+    with Checkpointer(tmp_path, reuse_buffers=reuse_buffers, snapshot="copy") as ckpt:
         ckpt.save(5, tensor_state())
     step, state = Checkpointer(tmp_path).load_latest()
     assert step == 5
@@ -42,8 +42,8 @@ def test_it_loads_back_the_cpu_tensors_it_saved(tmp_path, reuse_buffers):
 
 
 def test_changing_a_tensor_in_place_after_save_does_not_change_the_checkpoint(tmp_path):
-    hook, started, release = blocking_hook()
-    ckpt = Checkpointer(tmp_path, hook=hook)
+    hook, started, release = blocking_hook()  # parks a writer thread: the copy mode's
+    ckpt = Checkpointer(tmp_path, snapshot="copy", hook=hook)
     weights = torch.ones(1000)
     ckpt.save(1, {"w": weights})
     weights.mul_(7)  # an optimizer step while the write is still parked
@@ -52,7 +52,7 @@ def test_changing_a_tensor_in_place_after_save_does_not_change_the_checkpoint(tm
 
 
 def test_reused_buffers_do_not_overwrite_the_previous_checkpoint(tmp_path):
-    with Checkpointer(tmp_path) as ckpt:
+    with Checkpointer(tmp_path, snapshot="copy") as ckpt:
         ckpt.save(1, {"w": torch.full((100,), 1.0)})
         ckpt.save(2, {"w": torch.full((100,), 2.0)})
     (tmp_path / "step-2.json").unlink()  # make step 1 the newest complete one

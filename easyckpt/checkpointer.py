@@ -20,8 +20,8 @@ than the disk's write time shows up as a visible stall instead of silently lost 
 Snapshot modes (`snapshot=`): "copy" copies the state into reusable CPU buffers (`Snapshotter`)
 and writes from a thread; "fork" forks a child that writes the copy-on-write image of the process
 (`forked`; trade-offs there: the stall is a page-table copy proportional to RSS, and the parent
-pays a page-fault copy for every page it rewrites while the child still runs). "auto" (default)
-forks when the state holds tensors, all on the CPU, CUDA is not initialized and os.fork exists,
+pays a page-fault copy for every page it rewrites while the child still runs). "copy" is the
+default (see the measurement below); "auto" forks when the state holds tensors, all on the CPU, CUDA is not initialized and os.fork exists,
 and copies otherwise: a CUDA context cannot be used in a forked child, so GPU state must be copied
 off the device by the parent anyway, and a plain-Python state deep-copies faster than a process
 forks. "fork" also forks plain-Python states, but still copies when CUDA is in play. Either way
@@ -29,7 +29,8 @@ the write is the same atomic protocol; in fork mode the parent records the progr
 prunes once the child has exited, so the child takes no lock a parent thread could hold.
 Measured on our microVM (bench/checkpoint_stall.py), fork cuts the stall of save() but the step
 after it, when it rewrites every weight, pays far more in copy-on-write faults than the copy
-mode's whole stall: pass snapshot="copy" for such loops until that changes (see `forked`).
+mode's whole stall, which is why "copy" is the default; choose "fork" or "auto" for a loop that
+rewrites little of its state between saves (see `forked`).
 
 Format: torch.save when the state holds tensors (torch is then already imported by the caller),
 pickle otherwise. Loading uses torch.load(weights_only=False): these files are written by this
@@ -84,7 +85,7 @@ class Checkpointer:
         keep: int = 3,
         *,
         reuse_buffers: bool = True,
-        snapshot: str = "auto",
+        snapshot: str = "copy",
         hook: storage.Hook | None = None,
     ):
         if keep < 1:

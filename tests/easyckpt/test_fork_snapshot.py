@@ -116,13 +116,18 @@ def test_an_error_raised_in_the_writer_child_is_reported_by_the_next_call(tmp_pa
     assert ckpt.load_latest()[0] == 1
 
 
-def test_auto_writes_cpu_tensors_from_a_forked_child(tmp_path):
+def test_the_default_copies_cpu_tensors_in_process(tmp_path):
     pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": torch.ones(4)})
+    assert pid == os.getpid()
+
+
+def test_auto_writes_cpu_tensors_from_a_forked_child(tmp_path):
+    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": torch.ones(4)}, snapshot="auto")
     assert pid != os.getpid()
 
 
 def test_auto_copies_a_plain_python_state_instead_of_forking(tmp_path):
-    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": [1.0, 2.0]})
+    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": [1.0, 2.0]}, snapshot="auto")
     assert pid == os.getpid()
 
 
@@ -137,7 +142,7 @@ def test_auto_copies_once_cuda_is_initialized_because_a_forked_child_cannot_use_
 
 def test_auto_copies_where_the_platform_has_no_fork(tmp_path, monkeypatch):
     monkeypatch.delattr(os, "fork")
-    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": torch.ones(4)})
+    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": torch.ones(4)}, snapshot="auto")
     assert pid == os.getpid()
 
 
@@ -175,7 +180,7 @@ def test_sigterm_in_fork_mode_waits_for_the_child_and_flushes_the_current_step(t
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_auto_copies_cuda_tensors_off_the_gpu_in_this_process(tmp_path):
     weights = torch.randn(1024, device="cuda")
-    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": weights})
+    pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": weights}, snapshot="auto")
     assert pid == os.getpid()
     loaded = Checkpointer(tmp_path / "ckpt").load_latest()[1]["w"]
     assert loaded.device.type == "cpu" and torch.equal(loaded, weights.cpu())

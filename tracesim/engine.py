@@ -108,6 +108,12 @@ class Replay:
         self.by_name = sorted(self.nodes, key=lambda n: n.name)
         self.free3 = {n.name: n.capacity.as_tuple() for n in self.nodes}
         self.node_pods: dict[str, dict[str, RunningPod]] = {n.name: {} for n in self.nodes}
+        self.idle_gpus = {n.name: 0 for n in self.nodes}  # GPUs held by borrowers, per node
+        self.capacity3 = dict(self.free3)
+        self.vc_nodes: dict[str, list] = {}
+        for node in self.by_name:
+            if self.vc_of[node.name] is not None:
+                self.vc_nodes.setdefault(self.vc_of[node.name], []).append(node)
         self._all_pods: tuple[RunningPod, ...] | None = ()
         self.idle_runs: dict[str, JobRun] = {}
         self.completions: list[tuple[int, str, int]] = []
@@ -275,33 +281,62 @@ class Replay:
     def _cluster_for(self, jobs: list[PendingJob]):
         """The nodes (and their pods) that can matter to `jobs` this cycle.
 
-        plan() indexes every node it is given, so most of a cycle's cost grows with the node
-        count. Kept: every node of a VC that has a job in quota here (its guarantee is counted
-        from its nodes, and a reclaim searches them all); for borrowing and spot jobs, nodes of
-        other VCs (or the public pool) only where they have free GPUs, and of nodes with equal
-        free capacity only the first as many by name as the cycle has pods: best fit chooses
-        the fewest GPUs left, then the node name, so no later one could be picked. The root
-        quota sees a smaller guarantee but still more room than its VCs, so it never binds.
+        plan() indexes every node and pod it is given, so most of a cycle's cost grows with
+        them; these are left out, none of which could change a decision:
+        - a node of the job's own VC with no free GPU and only guaranteed pods of that VC: it
+          adds as much to the quota's guarantee as to its usage, and holds no victim;
+        - empty nodes of the own VC beyond the first as many as the cycle has pods, while
+          the quota keeps more room than all its jobs here need: best fit picks the fewest
+          GPUs left, then the node name, so no later one of equal free capacity could be
+          picked, and the room checks all pass with or without them;
+        - nodes of other VCs (or the public pool) without free GPUs, nodes of other VCs for a
+          cycle with only ForbiddenQuotaOverSold jobs, and of nodes with equal free capacity
+          all but the first as many as the cycle has pods (best fit, as above).
+        The root quota sees a smaller guarantee but never less room than its VCs: it never
+        binds. tests/tracesim checks the replay is the same with and without this pruning.
         """
-        own = {j.quota_id for j in jobs if j.source != SOURCE_SPOT}
-        wide = any(j.oversold_type != FORBIDDEN for j in jobs if j.source != SOURCE_SPOT)
-        spot = any(j.source == SOURCE_SPOT for j in jobs)
+        need: dict[str, int] = {}
+        wide = spot = False
+        for j in jobs:
+            if j.source == SOURCE_SPOT:
+                spot = True
+                continue
+            vc = j.quota_id[3:]
+            need[vc] = need.get(vc, 0) + self.runs[j.job_id].job.gpus
+            wide = wide or j.oversold_type != FORBIDDEN
         limit = sum(len(j.pods) for j in jobs)
-        seen: dict[tuple, int] = {}
         nodes = []
-        for node in self.by_name:
-            if node.quota_id in own:
-                nodes.append(node)
-                continue
-            free = self.free3[node.name]
-            if free[0] <= 0 or not (spot if node.quota_id is None else wide):
-                continue
-            count = seen.get(free, 0)
-            if count < limit:
-                seen[free] = count + 1
-                nodes.append(node)
+        for vc, want in need.items():
+            nodes += self._own_nodes(vc, want, limit)
+        if wide or spot:
+            seen: dict[tuple, int] = {}
+            for node in self.by_name:
+                free = self.free3[node.name]
+                vc = self.vc_of[node.name]
+                if free[0] <= 0 or vc in need or not (spot if vc is None else wide):
+                    continue
+                count = seen.get(free, 0)
+                if count < limit:
+                    seen[free] = count + 1
+                    nodes.append(node)
         pods = tuple(p for n in nodes for p in self.node_pods[n.name].values())
         return tuple(nodes), pods
+
+    def _own_nodes(self, vc: str, want: int, limit: int) -> list:
+        spare = self.guarantee[vc] - self.used[vc] - want  # room left if all jobs got in
+        per_node = self.vcs[vc].gpus_per_node
+        out, empty = [], 0
+        for node in self.vc_nodes[vc]:
+            free = self.free3[node.name]
+            if free == self.capacity3[node.name]:
+                empty += 1
+                if empty > limit and spare >= per_node:
+                    spare -= per_node
+                    continue
+                out.append(node)
+            elif free[0] > 0 or self.idle_gpus[node.name]:
+                out.append(node)
+        return out
 
     def _advance_checkpoints(self, t: int) -> None:
         """Idle pods report their last checkpoint: the scheduler prefers victims that lose
@@ -358,6 +393,7 @@ class Replay:
             self.free_total += delta
             if pod.kind == KIND_IDLE:
                 self.idle_on[vc] -= delta
+                self.idle_gpus[pod.node] -= delta
         self.busy -= delta
         if delta > 0:
             del self.node_pods[pod.node][pod.pod_id]

@@ -60,6 +60,7 @@ class JobRun:
     pods: list[RunningPod] = field(default_factory=list)
     checkpoint: int | None = None  # last checkpoint time of the current run
     preemptions: int = 0
+    borrowed_runs: int = 0  # runs admitted Not in Quota (idle, preemptible)
     lost_gpu_s: int = 0
     waited: int = 0
 
@@ -223,10 +224,11 @@ class Replay:
         """The victims are gone: let the jobs that preempted them take their capacity first.
 
         plan() reserves nothing across cycles, so in a plain next cycle an Acceptable job of
-        another quota submitted earlier would borrow the freed capacity, be reclaimed at once
-        (min_runtime_s is 0), and so on without end at the same instant. Giving the reclaiming
-        jobs their own cycle is this integrator's reservation (tests/tracesim records the
-        scheduler behaviour as an expected failure).
+        another quota submitted earlier borrows the freed capacity again, and the lender has
+        to reclaim it again in the cycle after (min_runtime_s is 0): a preemption every cycle
+        while such borrowers wait, and the lender starves. Giving the reclaiming jobs a cycle
+        of their own is this integrator's reservation (tests/tracesim records the scheduler
+        behaviour as an expected failure).
         """
         reclaimers = [self.runs[w.job_id].request for w in decisions.waiting
                       if w.code == WAITING_FOR_TERMINATION]
@@ -374,6 +376,7 @@ class Replay:
             self.used[run.job.vc] += run.job.gpus
         elif admission.kind == KIND_IDLE:
             self.idle_runs[run.job.job_id] = run
+            run.borrowed_runs += 1
         run.kind, run.started, run.checkpoint = admission.kind, t, None
         run.waited += t - run.queued_since
         if run.first_start is None:

@@ -71,6 +71,7 @@ def summary(result: Result) -> dict:
         "total_gpus": result.total_gpus,
         "gpu_utilization": round(busy_gpu_seconds(result.busy, end) / (result.total_gpus * span),
                                  4),
+        "jobs_run_not_in_quota": sum(1 for r in result.jobs if r.borrowed_runs),
         "preemptions": sum(r.preemptions for r in result.jobs),
         "jobs_preempted": sum(1 for r in result.jobs if r.preemptions),
         "gpu_hours_lost": round(lost / HOUR, 1),

@@ -15,6 +15,7 @@ from .metrics import delays, utilization_series
 PHILLY_REFERENCE = {"mean": 3760.604, "median": 189.0}
 CDF_POINTS = 2000
 COLORS = {"strict": "#1f77b4", "borrow": "#ff7f0e", "borrow-ckpt": "#2ca02c"}
+DASHES = {"strict": "solid", "borrow": "dash", "borrow-ckpt": "dot"}  # lines often coincide
 
 
 def write_html(results: list[Result], summaries: list[dict], path: str,
@@ -43,7 +44,7 @@ def _delay_cdf(results: list[Result]) -> go.Figure:
         # A log axis has no 0: a job that started at once is drawn at 1 s.
         fig.add_trace(go.Scatter(x=[max(d[i], 1) for i in idx],
                                  y=[(i + 1) / len(d) for i in idx], mode="lines",
-                                 name=result.policy, line_color=COLORS.get(result.policy)))
+                                 name=result.policy, line=_line(result.policy)))
     fig.update_layout(title="Queueing delay CDF (jobs started at once are drawn at 1 s)",
                       xaxis_title="queueing delay (s, log)", yaxis_title="fraction of jobs",
                       xaxis_type="log", height=450)
@@ -56,11 +57,15 @@ def _utilization(results: list[Result]) -> go.Figure:
         times, used = utilization_series(result)
         fig.add_trace(go.Scatter(x=[t / 86400 for t in times], y=[u * 100 for u in used],
                                  mode="lines", name=result.policy,
-                                 line_color=COLORS.get(result.policy)))
+                                 line=_line(result.policy)))
     fig.update_layout(title="GPU utilization over time (6-hour means, all GPUs)",
                       xaxis_title="days since the first submission",
                       yaxis_title="GPUs in use (%)", height=450)
     return fig
+
+
+def _line(policy: str) -> dict:
+    return {"color": COLORS.get(policy), "dash": DASHES.get(policy, "solid"), "width": 2}
 
 
 def _losses(summaries: list[dict]) -> go.Figure:

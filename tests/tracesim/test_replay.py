@@ -39,6 +39,7 @@ def test_borrowing_lets_a_job_start_earlier_than_under_strict_quotas(write_trace
     borrow = replay_rows(write_trace, rows, {"a": 1, "b": 1}, "borrow")
     assert strict[1].first_start == 100
     assert borrow[1].first_start == 10 and borrow[1].end == 60
+    assert borrow[1].borrowed_runs == 1 and strict[1].borrowed_runs == 0
 
 
 RECLAIM = [job(0, 36_000, 8, "a"),  # fills quota a for 10 h

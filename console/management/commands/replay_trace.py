@@ -56,7 +56,9 @@ class Command(BaseCommand):
             json.dump({"jobs_csv": opts["jobs"], "nodes_csv": opts["nodes"],
                        "policies": summaries}, f, indent=2)
         html_path = os.path.join(opts["out"], "report.html")
-        write_html(results, summaries, html_path, title=f"Trace replay: {opts['jobs']}")
+        title = (f"Trace replay: {os.path.basename(opts['jobs'])} on "
+                 f"{os.path.basename(opts['nodes'])} ({_nodes_gpus(results[0])})")
+        write_html(results, summaries, html_path, title=title)
         for s in summaries:
             self.stdout.write(_line(s))
         self.stdout.write(f"Wrote {json_path} and {html_path}")
@@ -66,6 +68,10 @@ class Command(BaseCommand):
                   disable=opts["no_progress"], file=self.stderr._out) as bar:
             return replay(trace, policy, opts["ckpt_minutes"], opts["public_nodes"],
                           on_progress=bar.update)
+
+
+def _nodes_gpus(result) -> str:
+    return f"{result.total_gpus:,} GPUs"
 
 
 def _line(s: dict) -> str:

@@ -55,6 +55,8 @@ def summary(result: Result) -> dict:
     span = max(end - start, 1)
     lost = sum(r.lost_gpu_s for r in result.jobs)
     unfinished = sum(1 for r in result.jobs if r.end is None)
+    started = [r for r in result.jobs if r.first_start is not None]
+    busy = busy_gpu_seconds(result.busy, end)
     return {
         "policy": result.policy,
         "checkpoint_minutes": result.checkpoint_s / 60 if result.checkpoint_s else None,
@@ -65,12 +67,15 @@ def summary(result: Result) -> dict:
         "queueing_delay_s": {"mean": round(sum(d) / len(d), 1) if d else 0.0,
                              "median": percentile(d, 0.5), "p95": percentile(d, 0.95),
                              "max": d[-1] if d else 0},
+        "queueing_incl_requeue_mean_s": (round(sum(r.waited for r in started) / len(started), 1)
+                                         if started else 0.0),
         "jobs_started_at_once": sum(1 for x in d if x == 0),
         "makespan_s": span,
         "makespan_days": round(span / 86400, 2),
         "total_gpus": result.total_gpus,
-        "gpu_utilization": round(busy_gpu_seconds(result.busy, end) / (result.total_gpus * span),
-                                 4),
+        # Allocated GPU time, work later lost included; "useful" leaves the lost work out.
+        "gpu_utilization": round(busy / (result.total_gpus * span), 4),
+        "gpu_utilization_useful": round((busy - lost) / (result.total_gpus * span), 4),
         "jobs_run_not_in_quota": sum(1 for r in result.jobs if r.borrowed_runs),
         "preemptions": sum(r.preemptions for r in result.jobs),
         "jobs_preempted": sum(1 for r in result.jobs if r.preemptions),

@@ -82,7 +82,7 @@ def _losses(summaries: list[dict]) -> go.Figure:
 
 def _table(summaries: list[dict], reference: dict | None) -> str:
     head = ("<tr><th>scheduler</th><th>jobs</th><th>skipped</th><th>mean queueing (s)</th>"
-            "<th>median (s)</th><th>p95 (s)</th><th>GPU utilization</th>"
+            "<th>median (s)</th><th>p95 (s)</th><th>GPU utilization (useful)</th>"
             "<th>preemptions</th><th>GPU-hours lost</th><th>makespan (days)</th></tr>")
     rows = []
     if reference:
@@ -94,7 +94,8 @@ def _table(summaries: list[dict], reference: dict | None) -> str:
         rows.append(f"<tr><td>OpenDLC, {html.escape(s['policy'])}</td>"
                     f"<td>{s['jobs_replayed']:,}</td><td>{s['jobs_skipped']:,}</td>"
                     f"<td>{q['mean']:,.1f}</td><td>{q['median']:,.0f}</td><td>{q['p95']:,.0f}</td>"
-                    f"<td>{s['gpu_utilization']:.1%}</td><td>{s['preemptions']:,}</td>"
+                    f"<td>{s['gpu_utilization']:.1%} ({s['gpu_utilization_useful']:.1%})</td>"
+                    f"<td>{s['preemptions']:,}</td>"
                     f"<td>{s['gpu_hours_lost']:,.1f}</td><td>{s['makespan_days']}</td></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
 

@@ -6,6 +6,7 @@ import pytest
 
 from tracesim import read_trace, replay
 from tracesim.cluster import gang
+from tracesim.metrics import summary
 
 from .conftest import job
 
@@ -63,6 +64,18 @@ def test_with_checkpoints_the_lost_work_is_at_most_one_checkpoint_interval(write
     assert borrower.lost_gpu_s == (7_800 - 7_200) * 8  # checkpoints at 30, 60, 90, 120 min
     assert borrower.lost_gpu_s <= 30 * 60 * 8
     assert borrower.end == 7_901 + 36_000 - 7_200  # resumes from the 2-hour checkpoint
+
+
+def test_the_summary_reports_delays_utilization_and_lost_gpu_hours(write_trace):
+    result = replay(read_trace(*write_trace(RECLAIM, {"a": 1, "b": 1})), "borrow-ckpt",
+                    checkpoint_minutes=30)
+    s = summary(result)
+    assert s["queueing_delay_s"]["mean"] == 0 and s["jobs_started_at_once"] == 3
+    assert s["preemptions"] == 1 and s["jobs_run_not_in_quota"] == 1
+    assert s["gpu_hours_lost"] == round(600 * 8 / 3600, 1)
+    assert s["makespan_s"] == 7_901 + 36_000 - 7_200
+    busy = 36_000 * 8 + 7_800 * 8 + 100 * 8 + (s["makespan_s"] - 7_901) * 8
+    assert s["gpu_utilization"] == round(busy / (16 * s["makespan_s"]), 4)
 
 
 def test_strict_quotas_never_preempt(write_trace):

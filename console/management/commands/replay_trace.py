@@ -78,7 +78,8 @@ def _line(s: dict) -> str:
     q = s["queueing_delay_s"]
     return (f"{s['policy']:12} jobs {s['jobs_replayed']:,} (skipped {s['jobs_skipped']}) | "
             f"queueing mean {q['mean']:,.0f} s, median {q['median']:,.0f} s, "
-            f"p95 {q['p95']:,.0f} s | utilization {s['gpu_utilization']:.1%} | "
+            f"p95 {q['p95']:,.0f} s | utilization {s['gpu_utilization']:.1%} "
+            f"(useful {s['gpu_utilization_useful']:.1%}) | "
             f"preemptions {s['preemptions']:,}, GPU-hours lost {s['gpu_hours_lost']:,.1f} | "
             f"wall {s['wall_seconds']:.0f} s ({s['cycles']:,} cycles, "
             f"plan {s['plan_seconds']:.0f} s)")

@@ -1,0 +1,164 @@
+"""The replay engine on tiny traces: exact times, borrowing, reclaim, checkpoints, gangs."""
+
+import random
+
+import pytest
+
+from tracesim import read_trace, replay
+from tracesim.cluster import gang
+from tracesim.metrics import summary
+
+from .conftest import job
+
+
+def runs(result) -> list:
+    """Replayed jobs in trace order (row 0 first)."""
+    return sorted(result.jobs, key=lambda r: r.job.job_id)
+
+
+def replay_rows(write_trace, rows, vcs, policy="strict", **kw):
+    return runs(replay(read_trace(*write_trace(rows, vcs)), policy, **kw))
+
+
+def test_a_job_waits_until_capacity_frees_and_its_queueing_delay_is_exact(write_trace):
+    first, second = replay_rows(write_trace, [job(0, 100, 8, "a"), job(10, 50, 8, "a")],
+                                {"a": 1})
+    assert (first.first_start, first.end) == (0, 100)
+    assert (second.first_start, second.end) == (100, 150)
+    assert second.first_start - second.job.submit == 90
+
+
+def test_a_small_job_backfills_past_a_blocked_larger_one(write_trace):
+    rows = [job(0, 100, 6, "a"), job(1, 10, 8, "a"), job(2, 10, 2, "a")]
+    _, big, small = replay_rows(write_trace, rows, {"a": 1})
+    assert small.first_start == 2 and big.first_start == 100
+
+
+def test_borrowing_lets_a_job_start_earlier_than_under_strict_quotas(write_trace):
+    rows = [job(0, 100, 8, "a"), job(10, 50, 8, "a")]
+    strict = replay_rows(write_trace, rows, {"a": 1, "b": 1}, "strict")
+    borrow = replay_rows(write_trace, rows, {"a": 1, "b": 1}, "borrow")
+    assert strict[1].first_start == 100
+    assert borrow[1].first_start == 10 and borrow[1].end == 60
+    assert borrow[1].borrowed_runs == 1 and strict[1].borrowed_runs == 0
+
+
+RECLAIM = [job(0, 36_000, 8, "a"),  # fills quota a for 10 h
+           job(1, 36_000, 8, "a"),  # borrows the node of quota b
+           job(7_801, 100, 8, "b")]  # b wants its node back 2 h 10 min later
+
+
+def test_a_reclaim_preempts_the_borrower_and_the_lender_starts_at_once(write_trace):
+    _, borrower, lender = replay_rows(write_trace, RECLAIM, {"a": 1, "b": 1}, "borrow")
+    assert lender.first_start == 7_801
+    assert borrower.preemptions == 1
+    # Without checkpoints all 7,800 s of work are lost and the job starts over.
+    assert borrower.lost_gpu_s == 7_800 * 8
+    assert borrower.end == 7_901 + 36_000
+
+
+def test_with_checkpoints_the_lost_work_is_at_most_one_checkpoint_interval(write_trace):
+    _, borrower, lender = replay_rows(write_trace, RECLAIM, {"a": 1, "b": 1}, "borrow-ckpt",
+                                      checkpoint_minutes=30)
+    assert lender.first_start == 7_801 and borrower.preemptions == 1
+    assert borrower.lost_gpu_s == (7_800 - 7_200) * 8  # checkpoints at 30, 60, 90, 120 min
+    assert borrower.lost_gpu_s <= 30 * 60 * 8
+    assert borrower.end == 7_901 + 36_000 - 7_200  # resumes from the 2-hour checkpoint
+
+
+def test_the_summary_reports_delays_utilization_and_lost_gpu_hours(write_trace):
+    result = replay(read_trace(*write_trace(RECLAIM, {"a": 1, "b": 1})), "borrow-ckpt",
+                    checkpoint_minutes=30)
+    s = summary(result)
+    assert s["queueing_delay_s"]["mean"] == 0 and s["jobs_started_at_once"] == 3
+    assert s["preemptions"] == 1 and s["jobs_run_not_in_quota"] == 1
+    assert s["gpu_hours_lost"] == round(600 * 8 / 3600, 1)
+    assert s["makespan_s"] == 7_901 + 36_000 - 7_200
+    busy = 36_000 * 8 + 7_800 * 8 + 100 * 8 + (s["makespan_s"] - 7_901) * 8
+    assert s["gpu_utilization"] == round(busy / (16 * s["makespan_s"]), 4)
+
+
+def test_strict_quotas_never_preempt(write_trace):
+    result = replay_rows(write_trace, RECLAIM, {"a": 1, "b": 1}, "strict")
+    assert [r.preemptions for r in result] == [0, 0, 0]
+    assert result[1].first_start == 36_000
+
+
+def test_a_job_of_more_than_8_gpus_is_a_gang_of_full_nodes_placed_together(write_trace):
+    assert [p.resources.gpu for p in gang(20, 8)] == [8, 8, 4]
+    assert [p.resources.gpu for p in gang(16, 8)] == [8, 8]
+    small, big = replay_rows(write_trace, [job(0, 100, 5, "a"), job(5, 10, 20, "a")],
+                             {"a": 3})
+    # 19 GPUs free, but the pod of 4 fits no node beside two empty ones until the 5 are done.
+    assert big.first_start == 100 and big.end == 110
+
+
+def test_optional_columns_override_the_policy_per_job(write_trace):
+    rows = [job(0, 100, 8, "a"),
+            job(10, 50, 8, "a", oversold_type="ForbiddenQuotaOverSold"),
+            job(20, 50, 8, "c", oversold_type="AcceptQuotaOverSold"),
+            job(0, 100, 8, "c")]
+    first, forbidden, accept, _ = replay_rows(write_trace, rows, {"a": 1, "b": 1, "c": 1},
+                                              "borrow")
+    assert forbidden.first_start == 100  # would have borrowed b's node under the policy
+    strict = replay_rows(write_trace, rows, {"a": 1, "b": 1, "c": 1}, "strict")
+    assert strict[2].first_start == 20  # borrows b's node under strict quotas
+
+
+def test_a_higher_priority_column_goes_first_in_its_queue(write_trace):
+    rows = [job(0, 100, 8, "a"), job(1, 10, 8, "a"), job(2, 10, 8, "a", priority=9)]
+    _, low, high = replay_rows(write_trace, rows, {"a": 1})
+    assert high.first_start == 100 and low.first_start == 110
+
+
+def test_spot_jobs_need_a_public_pool_or_are_skipped(write_trace):
+    rows = [job(0, 100, 8, "a", spot_discount="0.5"), job(0, 100, 4, "a")]
+    trace = read_trace(*write_trace(rows, {"a": 1}))
+    without = replay(trace, "strict")
+    assert without.skipped == {"spot job without a public pool (--public-nodes)": 1}
+    spot = next(r for r in replay(trace, "strict", public_nodes=1).jobs if r.mode == "spot")
+    assert spot.first_start == 0 and spot.kind is None and spot.end == 100
+
+
+def test_a_bid_below_the_spot_price_never_runs(write_trace):
+    rows = [job(0, 100, 8, "a", spot_discount="0.1")]
+    result = replay(read_trace(*write_trace(rows, {"a": 1})), "strict", public_nodes=1)
+    assert result.jobs[0].first_start is None
+
+
+def test_jobs_of_an_unknown_virtual_cluster_are_skipped_and_counted(write_trace):
+    rows = [job(0, 10, 1, "a"), job(1, 10, 1, "zz"), job(2, 10, 1, "zz")]
+    result = replay(read_trace(*write_trace(rows, {"a": 1})), "borrow")
+    assert len(result.jobs) == 1
+    assert result.skipped == {"virtual cluster missing from the nodes file": 2}
+
+
+def test_pruning_the_snapshot_changes_no_decision(write_trace):
+    rng = random.Random(7)
+    rows = [job(rng.randrange(20_000), rng.choice([30, 600, 3_000, 9_000]),
+                rng.choice([1, 1, 1, 2, 4, 8, 12, 16]), rng.choice("abc")) for _ in range(250)]
+    trace = read_trace(*write_trace(rows, {"a": 2, "b": 1, "c": 1}))
+    for policy in ("strict", "borrow", "borrow-ckpt"):
+        fast, full = (replay(trace, policy, 10, prefilter=p) for p in (True, False))
+        assert full.cycles > fast.cycles
+        seen = [(r.job.job_id, r.first_start, r.end, r.preemptions, r.lost_gpu_s)
+                for r in sorted(fast.jobs, key=lambda r: r.job.job_id)]
+        assert seen == [(r.job.job_id, r.first_start, r.end, r.preemptions, r.lost_gpu_s)
+                        for r in sorted(full.jobs, key=lambda r: r.job.job_id)]
+    assert sum(r.preemptions for r in fast.jobs) > 0  # the borrow policies did reclaim
+
+
+def test_the_tracesim_package_imports_no_django():
+    import json
+    import subprocess
+    import sys
+    code = "import json, sys, tracesim.report; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert not [m for m in json.loads(out) if m.split(".")[0] in ("django", "console")]
+
+
+@pytest.mark.parametrize("bad", [{"oversold_type": "Sometimes"}, {"priority": "12"}])
+def test_a_bad_optional_column_value_is_reported_not_replayed(write_trace, bad):
+    trace = read_trace(*write_trace([job(0, 10, 1, "a", **bad), job(1, 10, 1, "a")], {"a": 1}))
+    assert len(trace.jobs) == 1 and trace.invalid[0][0] == 2

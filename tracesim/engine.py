@@ -1,0 +1,445 @@
+"""The replay engine: an event-driven virtual clock around the real `scheduler.plan`.
+
+The clock jumps from one event time to the next (an arrival or a completion); all events of
+one time are applied first, then schedule cycles run at that time until nothing more changes:
+
+  1. completions free their pods; arrivals join their queue;
+  2. a cycle: the snapshot (nodes, quotas, running pods, candidate pending jobs) goes to plan();
+     admitted jobs start and get a completion event at now + remaining work;
+  3. preempted jobs stop at once (no grace period): the work since the last checkpoint (all of
+     it without checkpoints) is lost and the job re-queues with its remaining work; then a
+     cycle of only the jobs that waited for those victims runs, so that the capacity they
+     reclaimed is theirs (see `_reclaimers_first`), and step 2 repeats.
+
+Cheap cycles. The snapshot's node and quota tuples are built once; the pods tuple is rebuilt only
+when a pod came or went (or, with checkpoints, an idle pod's last checkpoint moved). plan() is
+given only the pending jobs that could be admitted or reclaim capacity now (`_candidates`), and
+no cycle runs when there are none. That filter never changes a decision: a job left out could
+only have waited, and waiting takes nothing from the jobs after it (see `_capacity_for`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+from scheduler import (ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT,
+                       MarketState, PendingJob, RunningPod, Snapshot, plan)
+from scheduler.decisions import WAITING_FOR_TERMINATION
+
+from .cluster import (INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id)
+from .trace import Trace, TraceJob
+
+POLICIES = {"strict": FORBIDDEN, "borrow": ACCEPT, "borrow-ckpt": ACCEPT}
+SPOT = "spot"
+ON_DEMAND_PRICE = Decimal("1.00")  # per node-minute; only the spot/on-demand ratio matters
+SPOT_PRICE_RATIO = Decimal("0.3")  # a flat spot market: bids at or above 30 % run
+DEFAULT_EPOCH = datetime(2017, 1, 1, tzinfo=timezone.utc)
+MAX_ROUNDS = 100  # cycles at one instant; more means the scheduler and this engine disagree
+
+
+@dataclass(eq=False)
+class JobRun:
+    """One job's life in the replay (mutable; compared by identity)."""
+
+    job: TraceJob
+    mode: str  # an OversoldType, or SPOT
+    request: PendingJob
+    gpus_per_node: int
+    remaining: int
+    queued_since: int
+    first_start: int | None = None
+    end: int | None = None
+    started: int | None = None  # start of the current run
+    run: int = 0  # bumps on every preemption: stale completion events are ignored
+    kind: str | None = None
+    pods: list[RunningPod] = field(default_factory=list)
+    checkpoint: int | None = None  # last checkpoint time of the current run
+    preemptions: int = 0
+    borrowed_runs: int = 0  # runs admitted Not in Quota (idle, preemptible)
+    lost_gpu_s: int = 0
+    waited: int = 0
+
+    @property
+    def order(self) -> tuple:
+        return (self.job.submit, self.job.job_id)
+
+
+@dataclass
+class Result:
+    policy: str
+    checkpoint_s: int | None
+    total_gpus: int
+    jobs: list[JobRun]
+    skipped: dict[str, int]
+    busy: list[tuple[int, int]]  # (time, GPUs in use) at every change
+    cycles: int = 0
+    plan_s: float = 0.0
+    wall_s: float = 0.0
+    rounds_exceeded: int = 0
+
+
+class Replay:
+    def __init__(self, trace: Trace, policy: str, checkpoint_minutes: float | None = None,
+                 public_nodes: int = 0, prefilter: bool = True):
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        self.policy, self.prefilter = policy, prefilter
+        self.ckpt = round(checkpoint_minutes * 60) if checkpoint_minutes else None
+        self.epoch = trace.start or DEFAULT_EPOCH
+        self.nodes = build_nodes(trace.vcs, public_nodes)
+        self.quotas = build_quotas(trace.vcs)
+        self.vcs = {vc.name: vc for vc in trace.vcs}
+        self.markets = (MarketState(INSTANCE_TYPE, ON_DEMAND_PRICE * SPOT_PRICE_RATIO,
+                                    ON_DEMAND_PRICE * SPOT_PRICE_RATIO),) if public_nodes else ()
+        self.vc_of = {n.name: (n.quota_id[3:] if n.quota_id else None) for n in self.nodes}
+        self.guarantee = {v.name: v.nodes * v.gpus_per_node for v in trace.vcs}
+        self.free_vc = dict(self.guarantee)
+        self.used = dict.fromkeys(self.guarantee, 0)  # guaranteed GPUs in use per VC
+        self.idle_on = dict.fromkeys(self.guarantee, 0)  # borrowed GPUs on each VC's nodes
+        self.free_total = sum(self.guarantee.values())
+        self.free_pub = sum(n.capacity.gpu for n in self.nodes if n.quota_id is None)
+        self.total_gpus = sum(n.capacity.gpu for n in self.nodes)
+        self.runs: dict[str, JobRun] = {}
+        self.buckets: dict[tuple, list[JobRun]] = {}
+        self.by_name = sorted(self.nodes, key=lambda n: n.name)
+        self.free3 = {n.name: n.capacity.as_tuple() for n in self.nodes}
+        self.node_pods: dict[str, dict[str, RunningPod]] = {n.name: {} for n in self.nodes}
+        self.idle_gpus = {n.name: 0 for n in self.nodes}  # GPUs held by borrowers, per node
+        self.capacity3 = dict(self.free3)
+        self.vc_nodes: dict[str, list] = {}
+        for node in self.by_name:
+            if self.vc_of[node.name] is not None:
+                self.vc_nodes.setdefault(self.vc_of[node.name], []).append(node)
+        self._all_pods: tuple[RunningPod, ...] | None = ()
+        self.idle_runs: dict[str, JobRun] = {}
+        self.completions: list[tuple[int, str, int]] = []
+        self.busy = 0
+        self.result = Result(policy, self.ckpt, self.total_gpus, [], {}, [(0, 0)])
+        self.arrivals = self._admit_trace(trace)
+
+    # ---- the trace --------------------------------------------------------------------------
+
+    def _admit_trace(self, trace: Trace) -> list[JobRun]:
+        out = []
+        for job in trace.jobs:
+            why = self._skip_reason(job)
+            if why:
+                self.result.skipped[why] = self.result.skipped.get(why, 0) + 1
+                continue
+            out.append(self._job_run(job))
+        if trace.invalid:
+            self.result.skipped["invalid row"] = len(trace.invalid)
+        return out
+
+    def _mode(self, job: TraceJob) -> str:
+        if job.spot_discount is not None:
+            return SPOT
+        return job.oversold_type or POLICIES[self.policy]
+
+    def _skip_reason(self, job: TraceJob) -> str | None:
+        vc, mode = self.vcs.get(job.vc), self._mode(job)
+        if mode == SPOT:
+            if not self.free_pub:
+                return "spot job without a public pool (--public-nodes)"
+            return "larger than the public pool" if job.gpus > self.free_pub else None
+        if vc is None:
+            return "virtual cluster missing from the nodes file"
+        if job.gpus > self.free_total:
+            return "larger than the whole cluster"
+        if mode == FORBIDDEN and job.gpus > self.guarantee[job.vc]:
+            return "larger than its quota (ForbiddenQuotaOverSold)"
+        return None
+
+    def _job_run(self, job: TraceJob) -> JobRun:
+        mode = self._mode(job)
+        per_node = self.vcs[job.vc].gpus_per_node if job.vc in self.vcs else 8
+        submitted = self.epoch + timedelta(seconds=job.submit)
+        if mode == SPOT:
+            request = PendingJob(job.job_id, submitted, gang(job.gpus, per_node), None,
+                                 oversold_type=FORBIDDEN, priority=job.priority,
+                                 source=SOURCE_SPOT, bid=ON_DEMAND_PRICE * job.spot_discount)
+        else:
+            request = PendingJob(job.job_id, submitted, gang(job.gpus, per_node),
+                                 quota_id(job.vc), oversold_type=mode, priority=job.priority)
+        return JobRun(job, mode, request, per_node, job.duration, job.submit)
+
+    # ---- the clock --------------------------------------------------------------------------
+
+    def run(self, on_progress=None) -> Result:
+        started = time.perf_counter()
+        arrivals, i = self.arrivals, 0
+        while i < len(arrivals) or self.completions:
+            t = min(arrivals[i].job.submit if i < len(arrivals) else float("inf"),
+                    self.completions[0][0] if self.completions else float("inf"))
+            while self.completions and self.completions[0][0] == t:
+                self._complete(*heapq.heappop(self.completions))
+            first = i
+            while i < len(arrivals) and arrivals[i].job.submit == t:
+                self._enqueue(arrivals[i], t)
+                i += 1
+            self._cycles(t)
+            if self.busy != self.result.busy[-1][1]:
+                self.result.busy.append((t, self.busy))
+            if on_progress and i > first:
+                on_progress(i - first)
+        self.result.jobs = [r for r in self.runs.values()]
+        self.result.wall_s = time.perf_counter() - started
+        return self.result
+
+    def _enqueue(self, run: JobRun, t: int) -> None:
+        self.runs[run.job.job_id] = run
+        run.queued_since = t
+        bucket = self.buckets.setdefault(self._bucket_key(run), [])
+        if not bucket or bucket[-1].order < run.order:
+            bucket.append(run)
+        else:  # a preempted job goes back to its place by submit time
+            bisect.insort(bucket, run, key=lambda r: r.order)
+
+    @staticmethod
+    def _bucket_key(run: JobRun) -> tuple:
+        spot = run.mode == SPOT
+        return (None if spot else run.job.vc, run.mode, run.job.gpus, run.job.priority,
+                run.request.bid if spot else None)
+
+    # ---- cycles -----------------------------------------------------------------------------
+
+    def _cycles(self, t: int) -> None:
+        for _ in range(MAX_ROUNDS):
+            jobs = self._candidates()
+            if not jobs:
+                return
+            decisions = self._plan(jobs, t)
+            self._apply(decisions, t)
+            if not decisions.preemptions:
+                return
+            self._reclaimers_first(decisions, t)
+        self.result.rounds_exceeded += 1
+
+    def _reclaimers_first(self, decisions, t: int) -> None:
+        """The victims are gone: let the jobs that preempted them take their capacity first.
+
+        plan() reserves nothing across cycles, so in a plain next cycle an Acceptable job of
+        another quota submitted earlier borrows the freed capacity again, and the lender has
+        to reclaim it again in the cycle after (min_runtime_s is 0): a preemption every cycle
+        while such borrowers wait, and the lender starves. Giving the reclaiming jobs a cycle
+        of their own is this integrator's reservation (tests/tracesim records the scheduler
+        behaviour as an expected failure).
+        """
+        reclaimers = [self.runs[w.job_id].request for w in decisions.waiting
+                      if w.code == WAITING_FOR_TERMINATION]
+        if reclaimers:
+            self._apply(self._plan(reclaimers, t), t)
+
+    def _plan(self, jobs: list[PendingJob], t: int):
+        if self.ckpt:
+            self._advance_checkpoints(t)
+        nodes, pods = self._cluster_for(jobs) if self.prefilter else (self.nodes, self._pods())
+        snapshot = Snapshot(nodes, self.quotas, pods, tuple(jobs), self.markets)
+        started = time.perf_counter()
+        decisions = plan(snapshot, self.epoch + timedelta(seconds=t))
+        self.result.plan_s += time.perf_counter() - started
+        self.result.cycles += 1
+        return decisions
+
+    def _candidates(self) -> list[PendingJob]:
+        out = []
+        for key, bucket in self.buckets.items():
+            if bucket:
+                take = self._capacity_for(*key[:3], bid=key[4]) if self.prefilter else None
+                out.extend(r.request for r in (bucket if take is None else bucket[:take]))
+        return out
+
+    def _capacity_for(self, vc: str | None, mode: str, need: int, bid) -> int:
+        """How many jobs of this shape could be admitted or reclaim capacity now (0 = none).
+
+        In quota a job needs room in its guarantee, and either the free GPUs of its VC or
+        borrowers there to reclaim; borrowing needs free GPUs in the lending scope (the whole
+        cluster); spot needs free public GPUs and a bid at the market price. Jobs of one
+        bucket are alike, so if one of them fails the ones queued behind it fail too, and at
+        most room // need + free // need of them succeed: the rest are left out.
+        """
+        take = 0
+        if mode in (FORBIDDEN, ACCEPT):
+            room = self.guarantee[vc] - self.used[vc]
+            if need <= room and (need <= self.free_vc[vc] or self.idle_on[vc]):
+                take += room // need
+        if mode in (ACCEPT, FORCE) and need <= self.free_total:
+            take += self.free_total // need
+        if mode == SPOT and self.markets and bid >= self.markets[0].price \
+                and need <= self.free_pub:
+            take += self.free_pub // need
+        return take
+
+    def _pods(self) -> tuple[RunningPod, ...]:
+        if self._all_pods is None:
+            self._all_pods = tuple(p for pods in self.node_pods.values() for p in pods.values())
+        return self._all_pods
+
+    def _cluster_for(self, jobs: list[PendingJob]):
+        """The nodes (and their pods) that can matter to `jobs` this cycle.
+
+        plan() indexes every node and pod it is given, so most of a cycle's cost grows with
+        them; these are left out, none of which could change a decision:
+        - a node of the job's own VC with no free GPU and only guaranteed pods of that VC: it
+          adds as much to the quota's guarantee as to its usage, and holds no victim;
+        - empty nodes of the own VC beyond the first as many as the cycle has pods, while
+          the quota keeps more room than all its jobs here need: best fit picks the fewest
+          GPUs left, then the node name, so no later one of equal free capacity could be
+          picked, and the room checks all pass with or without them;
+        - nodes of other VCs (or the public pool) without free GPUs, nodes of other VCs for a
+          cycle with only ForbiddenQuotaOverSold jobs, and of nodes with equal free capacity
+          all but the first as many as the cycle has pods (best fit, as above).
+        The root quota sees a smaller guarantee but never less room than its VCs: it never
+        binds. tests/tracesim checks the replay is the same with and without this pruning.
+        """
+        need: dict[str, int] = {}
+        wide = spot = False
+        for j in jobs:
+            if j.source == SOURCE_SPOT:
+                spot = True
+                continue
+            vc = j.quota_id[3:]
+            need[vc] = need.get(vc, 0) + self.runs[j.job_id].job.gpus
+            wide = wide or j.oversold_type != FORBIDDEN
+        limit = sum(len(j.pods) for j in jobs)
+        nodes = []
+        for vc, want in need.items():
+            nodes += self._own_nodes(vc, want, limit)
+        if wide or spot:
+            seen: dict[tuple, int] = {}
+            for node in self.by_name:
+                free = self.free3[node.name]
+                vc = self.vc_of[node.name]
+                if free[0] <= 0 or vc in need or not (spot if vc is None else wide):
+                    continue
+                count = seen.get(free, 0)
+                if count < limit:
+                    seen[free] = count + 1
+                    nodes.append(node)
+        pods = tuple(p for n in nodes for p in self.node_pods[n.name].values())
+        return tuple(nodes), pods
+
+    def _own_nodes(self, vc: str, want: int, limit: int) -> list:
+        spare = self.guarantee[vc] - self.used[vc] - want  # room left if all jobs got in
+        per_node = self.vcs[vc].gpus_per_node
+        out, empty = [], 0
+        for node in self.vc_nodes[vc]:
+            free = self.free3[node.name]
+            if free == self.capacity3[node.name]:
+                empty += 1
+                if empty > limit and spare >= per_node:
+                    spare -= per_node
+                    continue
+                out.append(node)
+            elif free[0] > 0 or self.idle_gpus[node.name]:
+                out.append(node)
+        return out
+
+    def _advance_checkpoints(self, t: int) -> None:
+        """Idle pods report their last checkpoint: the scheduler prefers victims that lose
+        the least work (DESIGN rule 4)."""
+        for run in self.idle_runs.values():
+            done = (t - run.started) // self.ckpt * self.ckpt
+            if done and run.started + done != run.checkpoint:
+                run.checkpoint = run.started + done
+                at = self.epoch + timedelta(seconds=run.checkpoint)
+                run.pods = [_with_checkpoint(p, at) for p in run.pods]
+                for pod in run.pods:
+                    self.node_pods[pod.node][pod.pod_id] = pod
+                self._all_pods = None
+
+    # ---- applying decisions -----------------------------------------------------------------
+
+    def _apply(self, decisions, t: int) -> None:
+        for admission in decisions.admissions:
+            self._start(self.runs[admission.job_id], admission, t)
+        for job_id in sorted({p.job_id for p in decisions.preemptions}):
+            self._preempt(self.runs[job_id], t)
+
+    def _start(self, run: JobRun, admission, t: int) -> None:
+        bucket = self.buckets[self._bucket_key(run)]
+        del bucket[bucket.index(run)]
+        requests = {(p.role, p.index): p for p in run.request.pods}
+        now = self.epoch + timedelta(seconds=t)
+        run.pods = [RunningPod(f"{run.job.job_id}.{run.run}.{pl.index}", run.job.job_id,
+                               pl.node, requests[(pl.role, pl.index)].resources, admission.kind,
+                               now, admission.quota_id, run.job.priority, pl.gpu_indices)
+                    for pl in admission.placements]
+        for pod in run.pods:
+            self._hold(pod, -pod.resources.gpu)
+        if admission.kind == KIND_GUARANTEED:
+            self.used[run.job.vc] += run.job.gpus
+        elif admission.kind == KIND_IDLE:
+            self.idle_runs[run.job.job_id] = run
+            run.borrowed_runs += 1
+        run.kind, run.started, run.checkpoint = admission.kind, t, None
+        run.waited += t - run.queued_since
+        if run.first_start is None:
+            run.first_start = t
+        heapq.heappush(self.completions, (t + run.remaining, run.job.job_id, run.run))
+
+    def _hold(self, pod: RunningPod, delta: int) -> None:
+        """Move `-delta` GPUs of `pod`'s node from free to used (delta < 0) or back."""
+        sign = 1 if delta > 0 else -1
+        self.free3[pod.node] = tuple(f + sign * r for f, r in
+                                     zip(self.free3[pod.node], pod.resources.as_tuple()))
+        vc = self.vc_of[pod.node]
+        if vc is None:
+            self.free_pub += delta
+        else:
+            self.free_vc[vc] += delta
+            self.free_total += delta
+            if pod.kind == KIND_IDLE:
+                self.idle_on[vc] -= delta
+                self.idle_gpus[pod.node] -= delta
+        self.busy -= delta
+        if delta > 0:
+            del self.node_pods[pod.node][pod.pod_id]
+        else:
+            self.node_pods[pod.node][pod.pod_id] = pod
+        self._all_pods = None
+
+    def _stop(self, run: JobRun) -> None:
+        for pod in run.pods:
+            self._hold(pod, pod.resources.gpu)
+        if run.kind == KIND_GUARANTEED:
+            self.used[run.job.vc] -= run.job.gpus
+        self.idle_runs.pop(run.job.job_id, None)
+        run.pods, run.kind = [], None
+
+    def _complete(self, at: int, job_id: str, run_no: int) -> None:
+        run = self.runs[job_id]
+        if run.run != run_no or run.end is not None:
+            return  # the run this event belonged to was preempted
+        self._stop(run)
+        run.end, run.remaining = at, 0
+
+    def _preempt(self, run: JobRun, t: int) -> None:
+        """Stop the whole gang; keep the work up to the last checkpoint, lose the rest."""
+        ran = t - run.started
+        saved = ran // self.ckpt * self.ckpt if self.ckpt else 0
+        run.remaining = run.remaining - saved if self.ckpt else run.job.duration
+        run.lost_gpu_s += (ran - saved) * run.job.gpus
+        run.preemptions += 1
+        run.run += 1
+        self._stop(run)
+        self._enqueue(run, t)
+
+
+def _with_checkpoint(pod: RunningPod, at: datetime) -> RunningPod:
+    return RunningPod(pod.pod_id, pod.job_id, pod.node, pod.resources, pod.kind, pod.started_at,
+                      pod.quota_id, pod.priority, pod.gpu_indices, at)
+
+
+def replay(trace: Trace, policy: str, checkpoint_minutes: float | None = None,
+           public_nodes: int = 0, prefilter: bool = True, on_progress=None) -> Result:
+    """Replay `trace` under `policy`; 'borrow-ckpt' needs `checkpoint_minutes`."""
+    if policy == "borrow-ckpt" and not checkpoint_minutes:
+        raise ValueError("policy borrow-ckpt needs a checkpoint interval in minutes")
+    ckpt = checkpoint_minutes if policy == "borrow-ckpt" else None
+    return Replay(trace, policy, ckpt, public_nodes, prefilter).run(on_progress)

@@ -1,0 +1,87 @@
+"""Figures of one replay: queueing delay, makespan, utilization, preemptions, work lost."""
+
+from __future__ import annotations
+
+import math
+
+from .engine import Result
+
+HOUR = 3600
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of an ascending list."""
+    if not sorted_values:
+        return 0.0
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def delays(result: Result) -> list[int]:
+    """Queueing delay of every replayed job: first start minus submit, ascending."""
+    return sorted(r.first_start - r.job.submit for r in result.jobs if r.first_start is not None)
+
+
+def busy_gpu_seconds(busy: list[tuple[int, int]], end: int) -> int:
+    total = 0
+    for (t, gpus), (t_next, _) in zip(busy, busy[1:] + [(end, 0)]):
+        total += gpus * (t_next - t)
+    return total
+
+
+def utilization_series(result: Result, bin_s: int = 6 * HOUR) -> tuple[list[int], list[float]]:
+    """Mean share of all GPUs in use per bin: (bin start times in s, fractions)."""
+    end = makespan_end(result)
+    bins = [0.0] * (end // bin_s + 1)
+    steps = result.busy + [(end, 0)]
+    for (t, gpus), (t_next, _) in zip(steps, steps[1:]):
+        while t < t_next:
+            edge = min(t_next, (t // bin_s + 1) * bin_s)
+            bins[t // bin_s] += gpus * (edge - t)
+            t = edge
+    return ([i * bin_s for i in range(len(bins))],
+            [b / (bin_s * result.total_gpus) for b in bins])
+
+
+def makespan_end(result: Result) -> int:
+    return max((r.end for r in result.jobs if r.end is not None), default=0)
+
+
+def summary(result: Result) -> dict:
+    d = delays(result)
+    start = min((r.job.submit for r in result.jobs), default=0)
+    end = makespan_end(result)
+    span = max(end - start, 1)
+    lost = sum(r.lost_gpu_s for r in result.jobs)
+    unfinished = sum(1 for r in result.jobs if r.end is None)
+    started = [r for r in result.jobs if r.first_start is not None]
+    busy = busy_gpu_seconds(result.busy, end)
+    return {
+        "policy": result.policy,
+        "checkpoint_minutes": result.checkpoint_s / 60 if result.checkpoint_s else None,
+        "jobs_replayed": len(result.jobs),
+        "jobs_unfinished": unfinished,
+        "jobs_skipped": sum(result.skipped.values()),
+        "skipped_by_reason": dict(sorted(result.skipped.items())),
+        "queueing_delay_s": {"mean": round(sum(d) / len(d), 1) if d else 0.0,
+                             "median": percentile(d, 0.5), "p95": percentile(d, 0.95),
+                             "max": d[-1] if d else 0},
+        "queueing_incl_requeue_mean_s": (round(sum(r.waited for r in started) / len(started), 1)
+                                         if started else 0.0),
+        "jobs_started_at_once": sum(1 for x in d if x == 0),
+        "makespan_s": span,
+        "makespan_days": round(span / 86400, 2),
+        "total_gpus": result.total_gpus,
+        # Allocated GPU time, work later lost included; "useful" leaves the lost work out.
+        "gpu_utilization": round(busy / (result.total_gpus * span), 4),
+        "gpu_utilization_useful": round((busy - lost) / (result.total_gpus * span), 4),
+        "jobs_run_not_in_quota": sum(1 for r in result.jobs if r.borrowed_runs),
+        "preemptions": sum(r.preemptions for r in result.jobs),
+        "jobs_preempted": sum(1 for r in result.jobs if r.preemptions),
+        "gpu_hours_lost": round(lost / HOUR, 1),
+        "cycles": result.cycles,
+        "plan_seconds": round(result.plan_s, 2),
+        "wall_seconds": round(result.wall_s, 2),
+        "cycles_over_round_limit": result.rounds_exceeded,
+    }

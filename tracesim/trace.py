@@ -1,0 +1,107 @@
+"""Reading a job trace and its virtual clusters from CSV.
+
+Jobs CSV: `timestamp` (submit, 'YYYY-MM-DD HH:MM:SS' or seconds), `duration` (s), `num_gpus`,
+`cluster` (the virtual cluster, a team's quota); optional per-job overrides `oversold_type`
+(ForbiddenQuotaOverSold | AcceptQuotaOverSold | ForceQuotaOverSold), `priority` (1-9) and
+`spot_discount` (0.1-0.9: a spot job bidding that fraction of the on-demand price).
+Nodes CSV: `vc`, `node num`, optional `gpus_per_node` (default 8).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from scheduler import ACCEPT, FORBIDDEN, FORCE
+
+OVERSOLD_TYPES = (FORBIDDEN, ACCEPT, FORCE)
+DEFAULT_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    job_id: str
+    submit: int  # seconds since the first submission of the trace
+    duration: int  # seconds of work once all pods run
+    gpus: int
+    vc: str
+    oversold_type: str | None = None  # None: the policy decides
+    priority: int = 1
+    spot_discount: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualCluster:
+    name: str
+    nodes: int
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+
+
+@dataclass
+class Trace:
+    jobs: list[TraceJob]
+    vcs: list[VirtualCluster]
+    start: datetime | None = None  # wall-clock time of submit 0, when the trace has dates
+    invalid: list[tuple[int, str]] = field(default_factory=list)  # (CSV line, why)
+
+
+def read_trace(jobs_csv: str, nodes_csv: str, limit: int | None = None) -> Trace:
+    vcs = read_vcs(nodes_csv)
+    rows, invalid = [], []
+    with open(jobs_csv, newline="") as f:
+        for line, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                rows.append((_seconds(row["timestamp"]), line, row))
+            except (KeyError, ValueError) as exc:
+                invalid.append((line, f"timestamp: {exc}"))
+    rows.sort(key=lambda r: (r[0][0], r[1]))  # arrival order; ties keep file order
+    rows = rows[:limit] if limit else rows
+    t0 = rows[0][0][0] if rows else 0.0
+    jobs = []
+    for (secs, _), line, row in rows:
+        try:
+            jobs.append(_job(f"j{line:06d}", round(secs - t0), row))
+        except (KeyError, ValueError) as exc:
+            invalid.append((line, str(exc)))
+    start = rows[0][0][1] if rows else None
+    return Trace(jobs, vcs, start, invalid)
+
+
+def read_vcs(nodes_csv: str) -> list[VirtualCluster]:
+    with open(nodes_csv, newline="") as f:
+        out = []
+        for row in csv.DictReader(f):
+            per_node = (row.get("gpus_per_node") or "").strip()
+            out.append(VirtualCluster(row["vc"].strip(), int(row["node num"]),
+                                      int(per_node) if per_node else DEFAULT_GPUS_PER_NODE))
+    return out
+
+
+def _seconds(value: str) -> tuple[float, datetime | None]:
+    value = value.strip()
+    try:
+        return float(value), None
+    except ValueError:
+        when = datetime.fromisoformat(value)
+        if when.tzinfo is None:  # a naive trace time is read as UTC: no DST jumps
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp(), when
+
+
+def _job(job_id: str, submit: int, row: dict) -> TraceJob:
+    gpus = int(float(row["num_gpus"]))
+    if gpus < 1:
+        raise ValueError(f"num_gpus must be at least 1, got {row['num_gpus']!r}")
+    oversold = (row.get("oversold_type") or "").strip() or None
+    if oversold is not None and oversold not in OVERSOLD_TYPES:
+        raise ValueError(f"oversold_type must be one of {', '.join(OVERSOLD_TYPES)}, "
+                         f"got {oversold!r}")
+    priority = int((row.get("priority") or "").strip() or 1)
+    if not 1 <= priority <= 9:
+        raise ValueError(f"priority must be 1-9, got {priority}")
+    discount = (row.get("spot_discount") or "").strip()
+    return TraceJob(job_id, submit, max(0, round(float(row["duration"]))), gpus,
+                    row["cluster"].strip(), oversold, priority,
+                    Decimal(discount) if discount else None)

@@ -28,7 +28,7 @@ class LogPage:
 
 
 def store_chunks(chunks: list[dict]) -> int:
-    """Store [{pod_id, offset, text}, ...]; chunks already stored or of unknown pods are skipped."""
+    """Store [{pod_id, offset, text}, ...]; returns how many were for known pods."""
     pods = dict(Pod.objects.filter(pod_id__in={c["pod_id"] for c in chunks}).values_list("pod_id", "pk"))
     rows = []
     for c in chunks:
@@ -37,8 +37,13 @@ def store_chunks(chunks: list[dict]) -> int:
             continue
         size = len(c["text"].encode())
         rows.append(PodLog(pod_id=pods[c["pod_id"]], offset=c["offset"], end=c["offset"] + size, text=c["text"]))
-    # ignore_conflicts: the same chunk may arrive twice (redelivery, an agent re-shipping after restart).
-    return len(PodLog.objects.bulk_create(rows, ignore_conflicts=True))
+    # ignore_conflicts: the same chunk may arrive twice (a redelivered message).
+    PodLog.objects.bulk_create(rows, ignore_conflicts=True)
+    for row in rows:
+        # A restarted agent re-ships from an earlier offset, possibly in a longer chunk: keep the
+        # longer one, or the bytes past the shorter one's end would be a gap forever.
+        PodLog.objects.filter(pod_id=row.pod_id, offset=row.offset, end__lt=row.end).update(end=row.end, text=row.text)
+    return len(rows)
 
 
 def read_logs(pod: Pod, offset: int = 0, limit: int = DEFAULT_LIMIT) -> LogPage:

@@ -119,6 +119,12 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_TASK_ROUTES = {
+    "jobs.tasks.schedule": {"queue": "scheduler"},
+    "jobs.tasks.enforce_max_running_time": {"queue": "scheduler"},
+    "jobs.pod_reports": {"queue": "default"},
+    "jobs.pod_progress": {"queue": "default"},
+}
 
 # Platform knobs.
 OPENDLC_SCHEDULE_INTERVAL_S = envint("OPENDLC_SCHEDULE_INTERVAL_S", 5)
@@ -126,6 +132,20 @@ OPENDLC_MARKET_TICK_S = envint("OPENDLC_MARKET_TICK_S", 60)
 OPENDLC_HEARTBEAT_INTERVAL_S = envint("OPENDLC_HEARTBEAT_INTERVAL_S", 10)
 OPENDLC_NODE_LOST_AFTER_S = envint("OPENDLC_NODE_LOST_AFTER_S", 60)
 OPENDLC_POD_ROOT = Path(os.environ.get("OPENDLC_POD_ROOT", VAR_DIR / "pods"))
+
+# A beat entry that expires is dropped rather than piled up behind a busy worker.
+CELERY_BEAT_SCHEDULE = {
+    "schedule-cycle": {
+        "task": "jobs.tasks.schedule",
+        "schedule": float(OPENDLC_SCHEDULE_INTERVAL_S),
+        "options": {"expires": OPENDLC_SCHEDULE_INTERVAL_S},
+    },
+    "enforce-max-running-time": {
+        "task": "jobs.tasks.enforce_max_running_time",
+        "schedule": 30.0,
+        "options": {"expires": 30},
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,152 @@
+"""Messages from the platform to the node agents: the contract agent/ implements.
+
+platform -> agent (Celery tasks, one dict argument, routed by name):
+  "agent.start_pod" {pod_id, job_id, node, role, index, incarnation, command, env, grace_s,
+                     executor ('process'|'simulated'), max_running_time_s (int or None)}
+  "agent.stop_pod"  {pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
+                     'Restart'), grace_s}
+Queue: `agent.<node name>` for a 'process' node; `agent.simulated` for every simulated node (one
+simulated agent serves them all, KWOK-like).
+
+agent -> platform: "jobs.pod_reports" and "jobs.pod_progress" (see jobs/tasks.py).
+
+Messages are built inside the transaction that decides them and sent only after it commits
+(`send_on_commit`), so a rolled-back cycle starts or stops nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass
+from functools import partial
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs.models import Job, Pod, PodEvent
+from jobs.states import PodStatus
+from quotas.models import Executor, Node
+
+log = logging.getLogger(__name__)
+
+START_POD = "agent.start_pod"
+STOP_POD = "agent.stop_pod"
+SIMULATED_QUEUE = "agent.simulated"
+
+# Stop reasons of the contract.
+PREEMPTED = "Preempted"
+STOPPED = "Stopped"
+SPOT_RELEASED = "SpotReleased"
+MAX_RUNNING_TIME = "MaxRunningTime"
+RESTART = "Restart"
+STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART)
+EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED)  # the pod ends Evicted ("Resource Preempted")
+
+# A pod in these states on a node holds its capacity; only the agent's final report frees it.
+LIVE_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING, PodStatus.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Message:
+    task: str
+    payload: dict
+    queue: str
+
+
+def queue_for(node: Node) -> str:
+    return SIMULATED_QUEUE if node.executor == Executor.SIMULATED else node.queue
+
+
+def master_port(job_id: str) -> int:
+    """A port stable for the job in every process (crc32, not the salted built-in hash)."""
+    return 20000 + zlib.crc32(job_id.encode()) % 20000
+
+
+def checkpoint_dir(job_id: str) -> str:
+    return f"{settings.OPENDLC_POD_ROOT}/{job_id}/checkpoints"
+
+
+def start_messages(job: Job) -> list[Message]:
+    """Start messages for every bound current pod of the job, with the gang's rank layout."""
+    order = {role: n for n, role in enumerate(job.specs.order_by("pk").values_list("role", flat=True))}
+    pods = sorted(Pod.objects.filter(job=job, current=True, node__isnull=False).select_related("node"),
+                  key=lambda p: (order.get(p.role, len(order)), p.index))
+    if not pods:
+        return []
+    commands = dict(job.specs.values_list("role", "command"))
+    master = pods[0].node.hostname or "127.0.0.1"
+    return [
+        Message(START_POD, start_payload(job, pod, rank, len(pods), master, commands.get(pod.role) or ""),
+                queue_for(pod.node))
+        for rank, pod in enumerate(pods)
+    ]
+
+
+def start_payload(job: Job, pod: Pod, rank: int, world_size: int, master_addr: str, role_command: str) -> dict:
+    return {
+        "pod_id": pod.pod_id, "job_id": job.job_id, "node": pod.node.name, "role": pod.role,
+        "index": pod.index, "incarnation": pod.incarnation,
+        "command": role_command or job.user_command,
+        "env": pod_env(job, pod, rank, world_size, master_addr),
+        "grace_s": job.termination_grace_s, "executor": pod.node.executor,
+        "max_running_time_s": job.max_running_time_minutes * 60 if job.max_running_time_minutes else None,
+    }
+
+
+def pod_env(job: Job, pod: Pod, rank: int, world_size: int, master_addr: str) -> dict[str, str]:
+    gpus = ",".join(str(g) for g in pod.gpu_indices)
+    # The platform's variables win over the job's envs of the same name.
+    return {
+        **{str(k): str(v) for k, v in (job.envs or {}).items()},
+        "RANK": str(rank), "WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port(job.job_id)),
+        # One process per pod, and CUDA_VISIBLE_DEVICES shows it only its own GPUs: its first
+        # visible device is cuda:0, so LOCAL_RANK is 0 (torch.cuda.set_device(LOCAL_RANK)).
+        "LOCAL_RANK": "0",
+        "CUDA_VISIBLE_DEVICES": gpus, "NVIDIA_VISIBLE_DEVICES": gpus,
+        "OPENDLC_JOB_ID": job.job_id, "OPENDLC_POD_ID": pod.pod_id,
+        "OPENDLC_CKPT_DIR": checkpoint_dir(job.job_id),
+    }
+
+
+def stop_message(pod: Pod, reason: str, grace_s: int) -> Message:
+    assert reason in STOP_REASONS, reason
+    return Message(STOP_POD, {"pod_id": pod.pod_id, "reason": reason, "grace_s": grace_s}, queue_for(pod.node))
+
+
+def stop_pods(pods, reason: str, message: str, grace_s: int, event: str = "Stopping") -> list[Message]:
+    """Mark live bound pods terminating with the stop reason; returns the stop messages to send.
+
+    Claimed with a conditional update: a pod already terminating keeps its first reason (a
+    preempted pod stays preempted), and a pod that finished meanwhile gets no message.
+    """
+    messages = []
+    for pod in pods:
+        claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=LIVE_STATUSES,
+                                     terminating=False).update(terminating=True, reason_code=reason,
+                                                               reason_message=message)
+        if claimed:
+            PodEvent.objects.create(pod=pod, reason=event, message=message,
+                                    type=PodEvent.Type.WARNING if reason in EVICTING_REASONS else PodEvent.Type.NORMAL)
+            messages.append(stop_message(pod, reason, grace_s))
+    return messages
+
+
+def live_pods(job: Job):
+    return Pod.objects.filter(job=job, node__isnull=False, status__in=LIVE_STATUSES).select_related("node")
+
+
+def send(messages: list[Message]) -> None:
+    from console.celery import app
+
+    for m in messages:
+        try:
+            app.send_task(m.task, args=[m.payload], queue=m.queue)
+        except Exception:  # a broker outage must not lose the rest; the agent's reconcile repairs
+            log.exception("could not send %s for %s to %s", m.task, m.payload.get("pod_id"), m.queue)
+
+
+def send_on_commit(messages: list[Message]) -> None:
+    if messages:
+        transaction.on_commit(partial(send, list(messages)))

@@ -1,0 +1,231 @@
+"""Pod reports from the agents drive the job's states.
+
+    pod Running    -> job Running once every pod of the gang runs (EnvPreparing -> Running)
+    pod Succeeded  -> job Succeeded once every pod succeeded
+    pod Failed     -> on_pod_failed: job Failed, its other pods stopped (AIMaster extends this)
+    pod stopped for preemption -> ends Failed / Evicted ("Resource Preempted") with the stop's reason
+    job Stopping   -> Stopped once no pod is left (Failed/MaxRunningTime for a max-running-time stop)
+
+Reports are idempotent: each pod change is claimed with a conditional update
+(`filter(status=...).update(...)` and a row-count check), so a duplicate or late report, or one
+for an earlier incarnation, changes nothing about the job. Capacity is freed only here, when the
+agent says the pod has finished.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+from django.db import transaction
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from jobs import dispatch
+from jobs.dispatch import EVICTING_REASONS, LIVE_STATUSES, live_pods
+from jobs.models import Job, Pod, PodEvent
+from jobs.scheduling import request_cycle
+from jobs.states import FINAL, IllegalTransition, JobStatus, PodStatus, PodSubStatus
+
+log = logging.getLogger(__name__)
+
+FINISHED = (PodStatus.SUCCEEDED, PodStatus.FAILED)
+MAX_RUNNING_TIME = "MaxRunningTime"
+STOPPED_BY_USER = "StoppedByUser"
+
+
+@dataclass(frozen=True)
+class Report:
+    pod_id: str
+    status: str
+    exit_code: int | None
+    at: datetime
+    reason: str
+    message: str
+
+    @classmethod
+    def parse(cls, raw: dict, now: datetime) -> Report:
+        status = raw.get("status")
+        if status not in (PodStatus.RUNNING, *FINISHED):
+            raise ValueError(f"pod report status must be Running, Succeeded or Failed, got {status!r}")
+        return cls(str(raw["pod_id"]), status, raw.get("exit_code"), parse_time(raw.get("at")) or now,
+                   str(raw.get("reason") or ""), str(raw.get("message") or ""))
+
+
+def parse_time(value) -> datetime | None:
+    if not value:
+        return None
+    parsed = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = parsed.replace(tzinfo=dt_timezone.utc)
+    return parsed
+
+
+# ---- reports -------------------------------------------------------------------------------
+
+
+def apply_reports(reports: list[dict], now=None) -> int:
+    """Apply a batch of pod reports, each in its own transaction; returns how many changed a pod."""
+    changed = 0
+    for raw in reports:
+        try:
+            with transaction.atomic():
+                changed += apply_report(raw, now)
+        except (KeyError, TypeError, ValueError, IllegalTransition):
+            # One malformed report must not drop the rest of the batch. Database errors are not
+            # caught: the task retries the batch, and reports already applied change nothing.
+            log.exception("pod report rejected: %r", raw)
+    return changed
+
+
+def apply_report(raw: dict, now=None) -> bool:
+    """Apply one report. Call inside a transaction. False when it changed nothing (a duplicate)."""
+    report = Report.parse(raw, now or timezone.now())
+    found = Pod.objects.filter(pod_id=report.pod_id).values_list("pk", "job_id").first()
+    if found is None:
+        log.warning("pod report for unknown pod %s", report.pod_id)
+        return False
+    # Lock the job row first: the reports of one gang serialize here, so the last pod to report
+    # Running sees all the others running (on SQLite the IMMEDIATE transaction does the same).
+    job = Job.objects.select_for_update().get(pk=found[1])
+    pod = Pod.objects.select_related("node").get(pk=found[0])
+    if report.status == PodStatus.RUNNING:
+        return _pod_running(job, pod, report)
+    return _pod_finished(job, pod, report)
+
+
+def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
+    claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=(PodStatus.PENDING, PodStatus.UNKNOWN)).update(
+        status=PodStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(report.at, output_field=DateTimeField())))
+    if not claimed:
+        return False
+    PodEvent.objects.create(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
+    if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, PodStatus.RUNNING):
+        job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
+    return True
+
+
+def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
+    evicted = pod.terminating and pod.reason_code in EVICTING_REASONS
+    stopped = pod.terminating
+    claimed = Pod.objects.filter(pk=pod.pk, status__in=LIVE_STATUSES).update(
+        status=PodStatus.FAILED if evicted else report.status,
+        sub_status=PodSubStatus.EVICTED if evicted else PodSubStatus.NORMAL,
+        exit_code=report.exit_code, finished_at=report.at,
+        # A stopped pod keeps the reason it was stopped for; others take the agent's.
+        reason_code=pod.reason_code if stopped else report.reason,
+        reason_message=pod.reason_message if stopped else report.message,
+    )
+    if not claimed:
+        return False
+    pod.refresh_from_db()
+    PodEvent.objects.create(pod=pod, at=report.at, reason=pod.reason_code or pod.status,
+                            type=PodEvent.Type.NORMAL if pod.status == PodStatus.SUCCEEDED else PodEvent.Type.WARNING,
+                            message=_finished_message(pod, report))
+    request_cycle()  # its capacity is free now
+    if pod.current and job.status not in FINAL:
+        _job_after_pod_finished(job, pod, report)
+    return True
+
+
+def _finished_message(pod: Pod, report: Report) -> str:
+    label = "Resource Preempted" if pod.preempted else pod.status
+    detail = pod.reason_message or report.message
+    return f"Pod {label} (exit code {pod.exit_code})" + (f": {detail}" if detail else "")
+
+
+def _job_after_pod_finished(job: Job, pod: Pod, report: Report) -> None:
+    if job.status == JobStatus.STOPPING:
+        finish_stopping(job, report.at)
+    elif pod.status == PodStatus.FAILED:
+        on_pod_failed(job, pod, report)
+    elif _all_current(job, PodStatus.SUCCEEDED):
+        if job.status == JobStatus.ENV_PREPARING:  # every pod finished before the last Running report
+            job.transition(JobStatus.RUNNING, now=report.at)
+        job.transition(JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded", now=report.at)
+
+
+def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
+    """A current pod of an active job failed or was evicted. The job fails and its other pods stop.
+
+    The extension point of AIMaster: with fault tolerance it may restart instead (a Preempted or
+    SpotReleased pod carries that reason in pod.reason_code, the scheduler's words in
+    pod.reason_message).
+    """
+    if pod.preempted:
+        reason, message = pod.reason_code, f"Resource Preempted: {pod.reason_message}"
+    else:
+        reason = report.reason or "PodFailed"
+        message = f"Pod {pod.pod_id} failed with exit code {pod.exit_code}" + (f": {report.message}" if report.message else "")
+    messages = dispatch.stop_pods(live_pods(job), dispatch.STOPPED, f"Job failed: {message}", job.termination_grace_s)
+    dispatch.send_on_commit(messages)
+    job.transition(JobStatus.FAILED, reason=reason, message=message, now=report.at)
+
+
+def _all_current(job: Job, status: str) -> bool:
+    return not job.pods.filter(current=True).exclude(status=status).exists()
+
+
+# ---- stopping ------------------------------------------------------------------------------
+
+
+def begin_stopping(job: Job, reason: str, message: str, stop_reason: str, now=None) -> None:
+    """Job -> Stopping; ask the agents to stop its pods; Stopped at once when none is left."""
+    now = now or timezone.now()
+    job.transition(JobStatus.STOPPING, reason=reason, message=message, now=now)
+    dispatch.send_on_commit(dispatch.stop_pods(live_pods(job), stop_reason, message, job.termination_grace_s))
+    finish_stopping(job, now)
+
+
+def finish_stopping(job: Job, now) -> None:
+    """Stopping -> Stopped (or Failed for a max-running-time stop) once no pod of the job is live."""
+    if job.status != JobStatus.STOPPING or live_pods(job).exists():
+        return
+    if job.reason_code == MAX_RUNNING_TIME:
+        job.transition(JobStatus.FAILED, reason=MAX_RUNNING_TIME, message=job.reason_message, now=now)
+    else:
+        job.transition(JobStatus.STOPPED, reason=job.reason_code or STOPPED_BY_USER, message=job.reason_message, now=now)
+
+
+def enforce_max_running_time(now=None) -> int:
+    """Stop running jobs past their maximum running time; returns how many were stopped."""
+    now = now or timezone.now()
+    stopped = 0
+    candidates = Job.objects.filter(status=JobStatus.RUNNING, max_running_time_minutes__isnull=False,
+                                    running_at__isnull=False).values_list("pk", "running_at", "max_running_time_minutes")
+    for pk, running_at, minutes in candidates:
+        if running_at + timedelta(minutes=minutes) > now:
+            continue
+        with transaction.atomic():
+            job = Job.objects.select_for_update().get(pk=pk)
+            if job.status != JobStatus.RUNNING:  # it ended or stopped meanwhile
+                continue
+            begin_stopping(job, MAX_RUNNING_TIME, f"Exceeded the maximum running time of {minutes} minutes",
+                           dispatch.MAX_RUNNING_TIME, now)
+            stopped += 1
+    return stopped
+
+
+# ---- progress (EasyCkpt) ---------------------------------------------------------------------
+
+
+def apply_progress(items: list[dict]) -> int:
+    """Record the newest progress and checkpoint of each pod's job; older news changes nothing."""
+    changed = 0
+    for item in items:
+        job_id = Pod.objects.filter(pod_id=item.get("pod_id")).values_list("job_id", flat=True).first()
+        if job_id is None:
+            continue
+        progress_at, checkpoint_at = parse_time(item.get("progress_at")), parse_time(item.get("checkpoint_at"))
+        jobs = Job.objects.filter(pk=job_id)
+        if progress_at:
+            changed += jobs.filter(Q(last_progress_at__isnull=True) | Q(last_progress_at__lt=progress_at)).update(
+                last_progress_at=progress_at)
+        if checkpoint_at:
+            changed += jobs.filter(Q(last_checkpoint_at__isnull=True) | Q(last_checkpoint_at__lt=checkpoint_at)).update(
+                last_checkpoint_at=checkpoint_at, last_checkpoint_step=item.get("step"))
+    return changed

@@ -1,0 +1,300 @@
+"""The schedule cycle against the database: snapshot -> scheduler.plan -> apply -> dispatch.
+
+    1. Serialize: one cycle at a time (PostgreSQL advisory transaction lock; SQLite's IMMEDIATE
+       transaction), then read everything inside that transaction.
+    2. Snapshot: Ready and not-ready nodes, the quota tree, pods holding capacity (bound, not yet
+       reported finished), jobs waiting in Queuing/Bidding with their gangs, market prices.
+    3. plan(snapshot, now): pure, in scheduler/.
+    4. Apply in the same transaction: preempt (pods terminating, "Resource Preempted" events),
+       admit (bind pods to nodes and GPU indices, Queuing/Bidding -> EnvPreparing), store each
+       waiting job's reason and queue position.
+    5. After commit: stop and start messages to the agents (jobs/dispatch.py).
+
+Cycles are requested with `request_cycle()` by every event that can change a decision, and run
+by beat every OPENDLC_SCHEDULE_INTERVAL_S. Requests are coalesced: the first request since the
+last cycle began sets a flag (Redis SET NX with REDIS_URL; in embedded mode, where everything runs
+on one machine, a flag file created with O_EXCL) and sends one task with a short countdown; later
+requests see the flag and send nothing. The task clears the flag as it starts, so a request made
+while a cycle runs gets a cycle after it. A flag older than REQUEST_TTL_S counts as gone, in case
+its task was lost; beat repairs anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import defaultdict
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Avg
+from django.utils import timezone
+
+import scheduler as s
+from jobs import dispatch
+from jobs.models import Job, JobEvent, JobSpec, Pod, Source
+from jobs.states import WAITING, JobStatus, PodStatus
+from quotas.models import Node, NodeStatus, Quota, ResourceSpec
+from spot.models import PriceHistory
+
+log = logging.getLogger(__name__)
+
+# Any constant works; it names the one lock every schedule cycle takes ("odlc").
+CYCLE_LOCK_KEY = 0x6F646C63
+COALESCE_S = 1.0
+REQUEST_TTL_S = 30
+SOURCES = {Source.QUOTA: s.SOURCE_QUOTA, Source.SPOT: s.SOURCE_SPOT, Source.PUBLIC: s.SOURCE_PAYG}
+RELEASES = {"outbid": dispatch.SPOT_RELEASED, "stock_short": dispatch.SPOT_RELEASED}
+
+
+def run_cycle(now=None) -> s.Decisions:
+    """One schedule cycle, applied in one transaction; messages go to the agents after commit."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        _serialize_cycles()
+        decisions = s.plan(build_snapshot(now), now)
+        dispatch.send_on_commit(apply(decisions, now))
+    return decisions
+
+
+def _serialize_cycles() -> None:
+    if connection.vendor == "postgresql":
+        # Held until this transaction ends. A second cycle waits here and only then reads its
+        # snapshot, so it sees every binding the first one committed: no node is booked twice.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK_KEY])
+    # SQLite: the transaction began IMMEDIATE (console/config.py), which took the database's
+    # write lock at BEGIN, so cycles (and every other writer) already run one at a time.
+
+
+# ---- 2. snapshot ----------------------------------------------------------------------------
+
+
+def build_snapshot(now) -> s.Snapshot:
+    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=_pending_jobs(),
+                      markets=_markets(now))
+
+
+def _resources(spec: ResourceSpec) -> s.Resources:
+    return s.Resources(spec.gpu, spec.cpu_m, spec.memory_mib)
+
+
+def _nodes() -> tuple[s.Node, ...]:
+    # Not-ready nodes are in the snapshot too (ready=False): their pods still hold capacity.
+    return tuple(
+        s.Node(n.name, n.spec.instance_type, _resources(n.spec), n.quota.quota_id if n.quota_id else None,
+               ready=n.status == NodeStatus.READY)
+        for n in Node.objects.select_related("spec", "quota").order_by("name")
+    )
+
+
+def _quotas() -> tuple[s.Quota, ...]:
+    return tuple(
+        s.Quota(q.quota_id, str(q.tenant_id), q.parent.quota_id if q.parent_id else None, q.resource_type,
+                q.queue_strategy, q.allow_priority_preemption, q.min_runtime_before_preemption_s)
+        for q in Quota.objects.select_related("parent").order_by("pk")
+    )
+
+
+def _running_pods() -> tuple[s.RunningPod, ...]:
+    pods = list(Pod.objects.filter(node__isnull=False, status__in=dispatch.LIVE_STATUSES)
+                .select_related("node", "job", "job__quota").order_by("pk"))
+    bids = _role_bids({p.job_id for p in pods if p.kind == s.KIND_SPOT})
+    return tuple(_running_pod(p, bids.get((p.job_id, p.role))) for p in pods)
+
+
+def _running_pod(pod: Pod, bid: tuple[Decimal | None, int] | None) -> s.RunningPod:
+    job = pod.job
+    started = pod.started_at or pod.bound_at or pod.created_at
+    protection = started + timedelta(hours=bid[1]) if bid else None
+    return s.RunningPod(
+        pod.pod_id, job.job_id, pod.node.name, s.Resources(pod.gpu, pod.cpu_m, pod.mem_mib),
+        pod.kind or s.KIND_GUARANTEED,  # unknown kind: treat as never preemptible
+        started, job.quota.quota_id if job.quota_id else None, job.priority, tuple(pod.gpu_indices),
+        job.last_checkpoint_at, pod.terminating, bid[0] if bid else None, protection,
+    )
+
+
+def _role_bids(job_pks) -> dict[tuple[int, str], tuple[Decimal | None, int]]:
+    """(job pk, role) -> (bid per node-minute, protection hours) for spot roles."""
+    specs = JobSpec.objects.filter(job_id__in=job_pks).select_related("spec") if job_pks else []
+    return {(js.job_id, js.role): (js.bid_price, js.spot_duration_hours) for js in specs}
+
+
+def _pending_jobs() -> tuple[s.PendingJob, ...]:
+    jobs = list(Job.objects.filter(status__in=WAITING).select_related("quota").order_by("pk"))
+    specs: dict[int, dict[str, JobSpec]] = defaultdict(dict)
+    for js in JobSpec.objects.filter(job__status__in=WAITING).select_related("spec"):
+        specs[js.job_id][js.role] = js
+    pods: dict[int, list[Pod]] = defaultdict(list)
+    for pod in Pod.objects.filter(job__status__in=WAITING, current=True, node__isnull=True,
+                                  status=PodStatus.PENDING).order_by("role", "index"):
+        pods[pod.job_id].append(pod)
+    return tuple(_pending_job(j, specs[j.pk], pods[j.pk]) for j in jobs if pods[j.pk])
+
+
+def _pending_job(job: Job, specs: dict[str, JobSpec], pods: list[Pod]) -> s.PendingJob:
+    requests = tuple(
+        s.PodRequest(p.role, p.index, s.Resources(p.gpu, p.cpu_m, p.mem_mib),
+                     specs[p.role].spec.instance_type if p.role in specs else None)
+        for p in pods
+    )
+    bids = [js.bid_price for js in specs.values() if js.bid_price is not None]
+    return s.PendingJob(
+        job.job_id, job.submitted_at or job.created_at, requests, job.quota.quota_id if job.quota_id else None,
+        str(job.workspace_id), job.oversold_type, job.priority, SOURCES.get(job.source, s.SOURCE_QUOTA),
+        min(bids) if job.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
+    )
+
+
+def _markets(now) -> tuple[s.MarketState, ...]:
+    markets = []
+    hour_ago = now - timedelta(hours=1)
+    for spec in ResourceSpec.objects.filter(price_history__isnull=False).distinct().order_by("instance_type"):
+        history = PriceHistory.objects.filter(spec=spec, at__lte=now)
+        latest = history.order_by("-at").values_list("price", flat=True).first()
+        if latest is None:
+            continue
+        avg = history.filter(at__gte=hour_ago).aggregate(a=Avg("price"))["a"]
+        avg = Decimal(str(avg)).quantize(Decimal("0.000001")) if avg is not None else latest
+        markets.append(s.MarketState(spec.instance_type, latest, avg, spec.resource_type))
+    return tuple(markets)
+
+
+# ---- 4. apply -------------------------------------------------------------------------------
+
+
+def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
+    """Carry out the decisions inside the cycle's transaction; returns the messages to send.
+
+    Preemptions first, so that the stop messages go out before the start messages.
+    """
+    messages = []
+    by_job = defaultdict(list)
+    for p in decisions.preemptions:
+        by_job[p.job_id].append(p)
+    for job_id, preemptions in sorted(by_job.items()):
+        messages += _preempt(job_id, preemptions, now)
+    for admission in decisions.admissions:
+        messages += _admit(admission, now)
+    _store_waiting(decisions.waiting)
+    return messages
+
+
+def _preempt(job_id: str, preemptions: list[s.Preemption], now) -> list[dispatch.Message]:
+    job = Job.objects.get(job_id=job_id)
+    pods = {p.pod_id: p for p in Pod.objects.filter(pod_id__in=[x.pod_id for x in preemptions]).select_related("node")}
+    messages = []
+    for p in preemptions:
+        reason = RELEASES.get(p.reason.code, dispatch.PREEMPTED)
+        messages += dispatch.stop_pods([pods[p.pod_id]], reason, p.reason.message, job.termination_grace_s,
+                                       event="Resource Preempted")
+    if messages:
+        names = ", ".join(m.payload["pod_id"] for m in messages)
+        JobEvent.objects.create(job=job, at=now, type=JobEvent.Type.WARNING, reason=RELEASES.get(
+            preemptions[0].reason.code, dispatch.PREEMPTED),
+            message=f"Resource Preempted: {preemptions[0].reason.message} (pods {names})")
+    return messages
+
+
+def _admit(a: s.Admission, now) -> list[dispatch.Message]:
+    # Lock the job row and re-check: a user may have stopped it since the snapshot was read.
+    job = Job.objects.select_for_update().filter(job_id=a.job_id, status__in=WAITING).first()
+    if job is None:
+        return []
+    nodes = {n.name: n for n in Node.objects.filter(name__in={p.node for p in a.placements})}
+    for pl in a.placements:
+        bound = Pod.objects.filter(job=job, current=True, role=pl.role, index=pl.index, node__isnull=True).update(
+            node=nodes[pl.node], gpu_indices=list(pl.gpu_indices), kind=a.kind, bound_at=now)
+        if bound != 1:  # the snapshot and the rows disagree: roll the whole cycle back
+            raise RuntimeError(f"pod {pl.role}-{pl.index} of job {a.job_id} is not waiting to be bound")
+    job.use_oversold_resource = a.use_oversold if job.source == Source.QUOTA else None
+    job.wait_reason, job.queue_position = "", None
+    job.transition(JobStatus.ENV_PREPARING, reason="JobAdmitted", message=_admitted(a, job), now=now)
+    return dispatch.start_messages(job)
+
+
+def _admitted(a: s.Admission, job: Job) -> str:
+    where = ", ".join(sorted({p.node for p in a.placements}))
+    label = {s.KIND_GUARANTEED: "In Quota", s.KIND_IDLE: "Not in Quota (idle resources, preemptible)",
+             s.KIND_SPOT: "on preemptible resources", s.KIND_PAYG: "on public resources"}[a.kind]
+    return f"Admitted {label} on {where}"
+
+
+def _store_waiting(waiting: tuple[s.WaitReason, ...]) -> None:
+    stored = {jid: (reason, pos) for jid, reason, pos in
+              Job.objects.filter(status__in=WAITING).values_list("job_id", "wait_reason", "queue_position")}
+    for w in waiting:
+        if w.job_id in stored and stored[w.job_id] != (w.message, w.position):  # write only changes
+            Job.objects.filter(job_id=w.job_id, status__in=WAITING).update(wait_reason=w.message,
+                                                                          queue_position=w.position)
+
+
+# ---- requesting cycles ------------------------------------------------------------------------
+
+
+def request_cycle() -> None:
+    """Ask for a schedule cycle soon. Inside a transaction the request is made when it commits,
+    so a rolled-back change asks for nothing; bursts of requests lead to one cycle."""
+    transaction.on_commit(_request_now)
+
+
+def _request_now() -> None:
+    if not _claim_request():
+        return  # a cycle is already on its way and will see this change
+    from jobs.tasks import schedule
+
+    schedule.apply_async(countdown=COALESCE_S, expires=REQUEST_TTL_S)
+
+
+def _claim_request() -> bool:
+    try:
+        if settings.REDIS_URL:
+            return bool(_redis().set(_FLAG_KEY, "1", nx=True, ex=REQUEST_TTL_S))
+        return _claim_flag_file()
+    except Exception:  # cannot coalesce: better one cycle too many than a missed one
+        log.exception("could not coalesce the schedule request")
+        return True
+
+
+def clear_request() -> None:
+    """Called by the schedule task as it starts: requests from now on need a new cycle."""
+    try:
+        if settings.REDIS_URL:
+            _redis().delete(_FLAG_KEY)
+        else:
+            _flag_file().unlink(missing_ok=True)
+    except Exception:
+        log.exception("could not clear the schedule request flag")
+
+
+_FLAG_KEY = "opendlc:schedule-requested"
+_redis_client = None
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.REDIS_URL)
+    return _redis_client
+
+
+def _flag_file():
+    return settings.VAR_DIR / "schedule-requested"
+
+
+def _claim_flag_file() -> bool:
+    path = _flag_file()
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # O_EXCL: one winner
+        return True
+    except FileExistsError:
+        if time.time() - path.stat().st_mtime < REQUEST_TTL_S:
+            return False
+        os.utime(path)  # stale: its task was lost
+        return True

@@ -1,0 +1,391 @@
+"""Jobs as users change them: create, stop, delete, reprioritise, and who may see or change what.
+
+The REST API and the console form both call these functions with plain values (`JobRequest`);
+every refusal is a `ValidationFailed` naming each field, what was wrong and what is allowed, or
+`PermissionDenied`. Side effects outside the database (schedule cycles, stop messages to agents)
+happen only after the transaction commits.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import dispatch, lifecycle
+from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, RunType,
+                         Source)
+from jobs.scheduling import request_cycle
+from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
+from quotas.models import Membership, Quota, ResourceSpec, ResourceType, Role, Workspace
+from spot.bids import validate_spot_bid
+
+WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ROLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,31}$")
+JOB_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+class ValidationFailed(Exception):
+    """A request was refused; `errors` maps each bad field to what is wrong and what is allowed."""
+
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+@dataclass
+class RoleRequest:
+    role: str = "Worker"
+    pod_count: int = 1
+    instance_type: str = ""
+    image: str = ""
+    command: str = ""  # empty: the job's user_command
+    spot_strategy: str = ""  # "SpotWithPriceLimit" for a spot role
+    spot_discount_limit: Decimal | None = None
+    spot_price_limit: Decimal | None = None
+    spot_duration_hours: int | None = None  # protection period, 0 or 1 (default 1)
+
+
+@dataclass
+class JobRequest:
+    display_name: str
+    user_command: str
+    roles: list[RoleRequest]
+    job_type: str = JobType.PYTORCH
+    workspace_id: int | None = None  # None: the user's default workspace
+    envs: dict[str, str] = field(default_factory=dict)
+    priority: int = 1
+    resource_type: str = ResourceType.ECS
+    source: str = Source.QUOTA  # 'quota' | 'spot' | 'public'
+    quota_id: str | None = None  # the API's ResourceId (Quota.quota_id)
+    oversold_type: str | None = None  # None: ForbiddenQuotaOverSold for a quota job
+    user_vpc: dict[str, str] = field(default_factory=dict)
+    ft_enabled: bool = False
+    ft_run_type: str = RunType.SYNCHRONOUS
+    ft_max_restarts: int = 3
+    ft_hang_detection: bool = False
+    ft_hang_interval_s: int = 1800
+    ft_policy: str = FaultTolerancePolicy.EXIT_CODE_AND_ERROR_MSG
+    ft_other_config: str = ""
+    ft_max_preemption_restarts: int | None = None
+    max_running_time_minutes: int | None = None
+    termination_grace_s: int = 30
+
+
+# ---- permissions ------------------------------------------------------------------------
+
+
+def visible_jobs(user):
+    """Jobs of the workspaces the user is a member of (any role, viewers included)."""
+    return Job.objects.filter(workspace__memberships__user=user).distinct()
+
+
+def can_change(user, job: Job) -> bool:
+    """Owners, admins and members of the job's workspace may change it; viewers only read."""
+    return Membership.objects.filter(workspace_id=job.workspace_id, user=user, role__in=WRITER_ROLES).exists()
+
+
+def _require_change(user, job: Job) -> None:
+    if not can_change(user, job):
+        raise PermissionDenied(f"you may not change job {job.job_id}: owner, admin or member of its workspace required")
+
+
+# ---- create -------------------------------------------------------------------------------
+
+
+def create_job(user, request: JobRequest, now=None) -> Job:
+    """Validate, store the job with its roles and pods, queue it and ask for a schedule cycle."""
+    now = now or timezone.now()
+    resolved = _Validation(user, request).run()
+    with transaction.atomic():
+        job = _store_job(user, request, resolved, now)
+        target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
+        job.submitted_at = now
+        job.transition(target, reason="JobSubmitted", message=f"Job submitted; status {target}", now=now)
+        request_cycle()  # runs on commit
+    return job
+
+
+def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
+    job = Job.objects.create(
+        job_id=new_job_id(), workspace=resolved["workspace"], user=user, created_at=now,
+        display_name=req.display_name.strip(), job_type=req.job_type, user_command=req.user_command,
+        envs=dict(req.envs), priority=req.priority, resource_type=req.resource_type, source=req.source,
+        quota=resolved["quota"], oversold_type=req.oversold_type or OversoldType.FORBIDDEN,
+        user_vpc=dict(req.user_vpc), max_running_time_minutes=req.max_running_time_minutes,
+        termination_grace_s=req.termination_grace_s, ft_enabled=req.ft_enabled, ft_run_type=req.ft_run_type,
+        ft_max_restarts=req.ft_max_restarts, ft_hang_detection=req.ft_hang_detection,
+        ft_hang_interval_s=req.ft_hang_interval_s, ft_policy=req.ft_policy, ft_other_config=req.ft_other_config,
+        ft_max_preemption_restarts=req.ft_max_preemption_restarts,
+    )
+    for role, spec in zip(req.roles, resolved["specs"]):
+        _store_role(job, role, spec, now)
+    return job
+
+
+def _store_role(job: Job, role: RoleRequest, spec: ResourceSpec, now) -> None:
+    JobSpec.objects.create(
+        job=job, role=role.role, pod_count=role.pod_count, spec=spec, image=role.image, command=role.command,
+        spot_strategy=role.spot_strategy, spot_discount_limit=role.spot_discount_limit,
+        spot_price_limit=role.spot_price_limit,
+        spot_duration_hours=1 if role.spot_duration_hours is None else role.spot_duration_hours,
+    )
+    Pod.objects.bulk_create(
+        Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", job=job, role=role.role, index=i, incarnation=0,
+            cpu_m=spec.cpu_m, mem_mib=spec.memory_mib, gpu=spec.gpu, created_at=now)
+        for i in range(role.pod_count)
+    )
+
+
+def new_job_id() -> str:
+    return "dlc" + "".join(secrets.choice(JOB_ID_ALPHABET) for _ in range(12))
+
+
+class _Validation:
+    """Every problem of a JobRequest at once; resolves the workspace, quota and instance types."""
+
+    def __init__(self, user, req: JobRequest):
+        self.user, self.req = user, req
+        self.errors: dict[str, str] = {}
+        self.workspace = self.quota = None
+        self.specs: list[ResourceSpec | None] = []
+
+    def run(self) -> dict:
+        self._basics()
+        self._workspace()
+        self._source_and_quota()
+        self._roles()
+        self._settings()
+        if self.errors:
+            raise ValidationFailed(self.errors)
+        return {"workspace": self.workspace, "quota": self.quota, "specs": self.specs}
+
+    def error(self, name: str, message: str) -> None:
+        self.errors.setdefault(name, message)
+
+    def _basics(self) -> None:
+        req = self.req
+        if not isinstance(req.display_name, str) or not req.display_name.strip():
+            self.error("display_name", "is required (1 to 256 characters)")
+        elif len(req.display_name) > 256:
+            self.error("display_name", f"is {len(req.display_name)} characters long; at most 256 allowed")
+        if not isinstance(req.user_command, str) or not req.user_command.strip():
+            self.error("user_command", "is required: the command every pod runs unless its role sets one")
+        _choice(self, "job_type", req.job_type, JobType.values)
+        if not _int_between(req.priority, 1, 9):
+            self.error("priority", f"must be an integer from 1 to 9 (9 is the highest), got {req.priority!r}")
+        _choice(self, "resource_type", req.resource_type, ResourceType.values)
+        _choice(self, "source", req.source, Source.values)
+
+    def _workspace(self) -> None:
+        memberships = Membership.objects.filter(user=self.user).select_related("workspace")
+        if self.req.workspace_id is None:
+            chosen = (memberships.filter(is_default=True).order_by("workspace_id").first()
+                      or memberships.order_by("workspace_id").first())
+            if chosen is None:
+                return self.error("workspace_id", "you are a member of no workspace; ask a workspace owner to add you")
+        else:
+            wid = str(self.req.workspace_id)
+            chosen = memberships.filter(workspace_id=int(wid)).first() if wid.isdigit() else None
+            if chosen is None:
+                return self.error("workspace_id", f"workspace {self.req.workspace_id!r} does not exist or you are not a member of it")
+        if chosen.role not in WRITER_ROLES:
+            return self.error("workspace_id", f"you are a {chosen.role} of workspace {chosen.workspace.name}; "
+                                              "creating jobs needs owner, admin or member")
+        self.workspace = chosen.workspace
+
+    def _source_and_quota(self) -> None:
+        req = self.req
+        if req.oversold_type is not None and req.oversold_type not in OversoldType.values:
+            self.error("oversold_type", f"must be one of {', '.join(OversoldType.values)}, got {req.oversold_type!r}")
+        if req.source != Source.QUOTA:
+            if req.quota_id:
+                self.error("quota_id", f"is only for source 'quota' (Resource Quota), not {req.source!r}")
+            if req.oversold_type is not None:
+                self.error("oversold_type", "is only for jobs on a Resource Quota (source 'quota')")
+            return
+        if not req.quota_id:
+            return self.error("quota_id", "is required for source 'quota': the ResourceId of a quota bound to the workspace")
+        self._quota(req.quota_id)
+
+    def _quota(self, quota_id: str) -> None:
+        quota = Quota.objects.filter(quota_id=quota_id).first()
+        if quota is None:
+            return self.error("quota_id", f"no quota with ResourceId {quota_id!r}")
+        if self.workspace is not None and not quota.workspaces.filter(pk=self.workspace.pk).exists():
+            return self.error("quota_id", f"quota {quota.name} ({quota_id}) is not bound to workspace {self.workspace.name}")
+        if quota.resource_type != self.req.resource_type:
+            return self.error("quota_id", f"quota {quota.name} is of resource type {quota.resource_type}, "
+                                          f"the job asks for {self.req.resource_type}")
+        self.quota = quota
+
+    def _roles(self) -> None:
+        roles = self.req.roles
+        if not isinstance(roles, (list, tuple)) or not roles:
+            return self.error("roles", "at least one role (e.g. Worker) with a pod count and an instance type is required")
+        names = [r.role for r in roles]
+        for i, role in enumerate(roles):
+            _RoleCheck(self, i, role).run()
+            if names.count(role.role) > 1:
+                self.error(f"roles[{i}].role", f"role {role.role!r} is given more than once; each role once")
+
+    def _settings(self) -> None:
+        req = self.req
+        if not isinstance(req.envs, dict):
+            self.error("envs", "must be a mapping of variable names to string values")
+        else:
+            bad = sorted(k for k, v in req.envs.items() if not isinstance(k, str) or not ENV_NAME.match(k)
+                         or not isinstance(v, str))
+            if bad:
+                self.error("envs", f"invalid entries {bad}: names are letters, digits and _, values strings")
+        if not isinstance(req.user_vpc, dict):
+            self.error("user_vpc", "must be a mapping with VpcId, SwitchId, SecurityGroupId")
+        if req.max_running_time_minutes is not None and not _int_between(req.max_running_time_minutes, 1, 525600):
+            self.error("max_running_time_minutes", f"must be empty (no limit) or 1 to 525600, got {req.max_running_time_minutes!r}")
+        if not _int_between(req.termination_grace_s, 0, 3600):
+            self.error("termination_grace_s", f"must be 0 to 3600 seconds, got {req.termination_grace_s!r}")
+        self._fault_tolerance()
+
+    def _fault_tolerance(self) -> None:
+        req = self.req
+        _choice(self, "ft_run_type", req.ft_run_type, RunType.values)
+        _choice(self, "ft_policy", req.ft_policy, FaultTolerancePolicy.values)
+        if not _int_between(req.ft_max_restarts, 0, 100):
+            self.error("ft_max_restarts", f"must be 0 to 100, got {req.ft_max_restarts!r}")
+        if not _int_between(req.ft_hang_interval_s, 60, 86400):
+            self.error("ft_hang_interval_s", f"must be 60 to 86400 seconds, got {req.ft_hang_interval_s!r}")
+        if req.ft_max_preemption_restarts is not None and not _int_between(req.ft_max_preemption_restarts, 0, 1000):
+            self.error("ft_max_preemption_restarts", "must be empty (unlimited) or 0 to 1000")
+
+
+class _RoleCheck:
+    def __init__(self, check: _Validation, i: int, role: RoleRequest):
+        self.check, self.role, self.at = check, role, f"roles[{i}]"
+        self.spec = None
+
+    def error(self, name: str, message: str) -> None:
+        self.check.error(f"{self.at}.{name}", message)
+
+    def run(self) -> None:
+        role = self.role
+        if not isinstance(role.role, str) or not ROLE_NAME.match(role.role):
+            self.error("role", f"must be a name such as Worker, Master or PS (letters and digits), got {role.role!r}")
+        if not _int_between(role.pod_count, 1, 1000):
+            self.error("pod_count", f"must be an integer from 1 to 1000, got {role.pod_count!r}")
+        if not isinstance(role.image, str) or not role.image.strip():
+            self.error("image", "is required: the container image the pods run")
+        self._instance_type()
+        self._spot()
+        self.check.specs.append(self.spec)
+
+    def _instance_type(self) -> None:
+        spec = ResourceSpec.objects.filter(instance_type=self.role.instance_type).first()
+        if spec is None:
+            known = ", ".join(ResourceSpec.objects.filter(resource_type=self.check.req.resource_type)
+                              .values_list("instance_type", flat=True))
+            return self.error("instance_type", f"unknown instance type {self.role.instance_type!r}; "
+                                               f"{self.check.req.resource_type} offers: {known or 'none'}")
+        if spec.resource_type != self.check.req.resource_type:
+            return self.error("instance_type", f"{spec.instance_type} is a {spec.resource_type} instance type; "
+                                               f"the job's resource type is {self.check.req.resource_type}")
+        self.spec = spec
+
+    def _spot(self) -> None:
+        role, req = self.role, self.check.req
+        bids = role.spot_strategy or role.spot_discount_limit is not None or role.spot_price_limit is not None
+        if req.source != Source.SPOT:
+            if bids:
+                self.error("spot_strategy", "a bid is only for source 'spot' (Preemptible Resources)")
+            return
+        if self.spec is None or req.resource_type not in ResourceType.values:
+            return
+        spot_spec = {"SpotStrategy": role.spot_strategy, "SpotDiscountLimit": role.spot_discount_limit,
+                     "SpotPriceLimit": role.spot_price_limit}
+        for problem in validate_spot_bid(spot_spec, resource_type=req.resource_type,
+                                         on_demand_price=self.spec.on_demand_price_per_minute,
+                                         user_vpc=req.user_vpc if isinstance(req.user_vpc, dict) else {},
+                                         spot_duration=role.spot_duration_hours):
+            self._spot_error(problem["field"], problem["message"])
+
+    def _spot_error(self, api_field: str, message: str) -> None:
+        if api_field.startswith("UserVpc."):
+            return self.check.error(f"user_vpc.{api_field.split('.', 1)[1]}", message)
+        name = SPOT_FIELDS.get(api_field, "spot_strategy")
+        self.error(name, message)
+
+
+# The spot validator speaks the API's names; the request speaks ours.
+SPOT_FIELDS = {
+    "SpotSpec.SpotStrategy": "spot_strategy",
+    "SpotSpec.SpotDiscountLimit": "spot_discount_limit",
+    "SpotSpec.SpotPriceLimit": "spot_price_limit",
+    "SpotSpec": "spot_discount_limit",
+    "SpotDuration": "spot_duration_hours",
+}
+
+
+def _choice(check: _Validation, name: str, value: Any, allowed) -> None:
+    if value not in allowed:
+        check.error(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _int_between(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+# ---- stop, delete, priority -----------------------------------------------------------------
+
+
+def stop_job(user, job: Job, now=None) -> Job:
+    """Waiting jobs stop at once; active ones go Stopping until the agents report their pods gone."""
+    _require_change(user, job)
+    now = now or timezone.now()
+    with transaction.atomic():
+        # Lock the job row: a schedule cycle admitting it at this moment waits, then sees Stopped.
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.status in (JobStatus.STOPPING, JobStatus.STOPPED):
+            return job
+        if job.status in FINAL:
+            raise ValidationFailed({"status": f"job {job.job_id} already ended ({job.status}); "
+                                              "only Queuing, Bidding or running jobs can be stopped"})
+        if job.status in WAITING or job.status == JobStatus.CREATING:
+            job.transition(JobStatus.STOPPED, reason="StoppedByUser", message=f"Stopped by {user}", now=now)
+        else:
+            lifecycle.begin_stopping(job, "StoppedByUser", f"Stopped by {user}", dispatch.STOPPED, now)
+        request_cycle()
+    return job
+
+
+def delete_job(user, job: Job) -> None:
+    """Delete an ended or still waiting job with its pods, events and history."""
+    _require_change(user, job)
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.status in ACTIVE:
+            raise ValidationFailed({"status": f"job {job.job_id} is {job.status}; stop it before deleting it"})
+        job.delete()  # a waiting job has no bound pod, so nothing runs anywhere
+        request_cycle()
+
+
+def update_job_priority(user, job: Job, priority: int) -> Job:
+    """Change the priority (1-9); a waiting job takes its new place in the next cycle."""
+    _require_change(user, job)
+    if not _int_between(priority, 1, 9):
+        raise ValidationFailed({"priority": f"must be an integer from 1 to 9 (9 is the highest), got {priority!r}"})
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.status in FINAL:
+            raise ValidationFailed({"priority": f"job {job.job_id} already ended ({job.status})"})
+        job.priority = priority
+        job.save(update_fields=["priority", "modified_at"])
+        job.events.create(reason="PriorityChanged", message=f"Priority set to {priority} by {user}")
+        request_cycle()
+    return job

@@ -1,0 +1,127 @@
+"""Free capacity per node during one cycle, and scopes (sets of nodes) with running totals.
+
+Each node has `free` capacity and `releasing` capacity (held by terminating pods). Capacity only
+moves one way inside a cycle: free -> admitted or reserved, used -> releasing. Nothing preempted
+becomes free in the same cycle: the victims have to terminate first.
+"""
+
+from __future__ import annotations
+
+from .model import Node, RunningPod
+from .resources import Resources
+
+
+class NodeState:
+    __slots__ = ("node", "free", "releasing", "free_ids", "pods", "terminating", "scopes")
+
+    def __init__(self, node: Node):
+        self.node = node
+        cap = node.capacity
+        self.free = [cap.gpu, cap.cpu_m, cap.mem_mib]
+        self.releasing = [0, 0, 0]
+        self.free_ids = list(node.gpu_indices())
+        self.pods: list[RunningPod] = []  # running, not terminating: possible victims
+        self.terminating: list[RunningPod] = []
+        self.scopes: list[Scope] = []
+
+    def combined(self) -> tuple[int, int, int]:
+        f, r = self.free, self.releasing
+        return (f[0] + r[0], f[1] + r[1], f[2] + r[2])
+
+
+class Scope:
+    """A named set of ready nodes (a quota's own nodes, a lending scope, a public pool)."""
+
+    __slots__ = ("key", "names", "by_type", "capacity", "free", "version")
+
+    def __init__(self, key: tuple, states: list[NodeState]):
+        self.key = key
+        self.names = tuple(s.node.name for s in states)
+        by_type: dict[str, list[str]] = {}
+        for s in states:
+            by_type.setdefault(s.node.instance_type, []).append(s.node.name)
+        self.by_type = {t: tuple(v) for t, v in sorted(by_type.items())}
+        self.capacity = [sum(s.node.capacity.as_tuple()[i] for s in states) for i in range(3)]
+        self.free = [sum(s.free[i] for s in states) for i in range(3)]
+        self.version = 0  # bumps whenever a node in it changes
+
+    def names_for(self, instance_type: str | None) -> tuple[str, ...]:
+        if instance_type is None:
+            return self.names
+        return self.by_type.get(instance_type, ())
+
+
+class CapacityView:
+    def __init__(self, nodes: tuple[Node, ...], pods: tuple[RunningPod, ...]):
+        self.states = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
+        self.scopes: dict[tuple, Scope] = {}
+        for pod in sorted(pods, key=lambda p: p.pod_id):
+            if pod.node in self.states:
+                self._hold(self.states[pod.node], pod)
+
+    def _hold(self, state: NodeState, pod: RunningPod) -> None:
+        res = pod.resources
+        for i, amount in enumerate(res.as_tuple()):
+            state.free[i] -= amount
+        ids = [g for g in pod.gpu_indices if g in state.free_ids]
+        # A pod reported without (enough) GPU indices still holds that many GPUs.
+        ids += [g for g in state.free_ids if g not in ids][: max(0, res.gpu - len(ids))]
+        state.free_ids = [g for g in state.free_ids if g not in ids]
+        if pod.terminating:
+            state.terminating.append(pod)
+            self._to_releasing(state, res)
+        else:
+            state.pods.append(pod)
+
+    def _to_releasing(self, state: NodeState, res: Resources) -> None:
+        for i, amount in enumerate(res.as_tuple()):
+            state.releasing[i] += amount
+
+    def scope(self, key: tuple, nodes: list[Node]) -> Scope:
+        """The scope named `key` over the ready ones of `nodes` (built once per cycle)."""
+        found = self.scopes.get(key)
+        if found is None:
+            states = [self.states[n.name] for n in sorted(nodes, key=lambda n: n.name)
+                      if n.ready and n.name in self.states]
+            found = self.scopes[key] = Scope(key, states)
+            for s in states:
+                s.scopes.append(found)
+        return found
+
+    def _take_free(self, state: NodeState, amounts: tuple[int, int, int]) -> None:
+        for i in range(3):
+            state.free[i] -= amounts[i]
+        for scope in state.scopes:
+            scope.version += 1
+            for i in range(3):
+                scope.free[i] -= amounts[i]
+
+    def admit(self, name: str, res: Resources) -> tuple[int, ...]:
+        """Take `res` from the node's free capacity; returns the GPU indices assigned."""
+        state = self.states[name]
+        ids, state.free_ids = state.free_ids[: res.gpu], state.free_ids[res.gpu:]
+        self._take_free(state, res.as_tuple())
+        return tuple(ids)
+
+    def reserve(self, name: str, res: Resources) -> None:
+        """Hold `res` for a job that waits: releasing capacity first, then free capacity."""
+        state = self.states[name]
+        want = res.as_tuple()
+        from_releasing = tuple(min(max(state.releasing[i], 0), want[i]) for i in range(3))
+        for i in range(3):
+            state.releasing[i] -= from_releasing[i]
+        from_free = tuple(want[i] - from_releasing[i] for i in range(3))
+        if from_free[0]:
+            state.free_ids = state.free_ids[: len(state.free_ids) - from_free[0]]
+        self._take_free(state, from_free)
+        for scope in state.scopes:
+            scope.version += 1
+
+    def release(self, pod: RunningPod) -> None:
+        """A victim chosen this cycle: its capacity is releasing, not free."""
+        state = self.states[pod.node]
+        state.pods.remove(pod)
+        state.terminating.append(pod)
+        self._to_releasing(state, pod.resources)
+        for scope in state.scopes:
+            scope.version += 1

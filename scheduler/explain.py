@@ -1,0 +1,77 @@
+"""Wait reasons in user terms, with the numbers (DESIGN rule 9).
+
+Each function returns (code, message). They read the cycle's running totals, so they are cheap;
+the few that scan a scope's nodes are cached by the scope's version in plan.py.
+"""
+
+from __future__ import annotations
+
+from .capacity import CapacityView, Scope
+from .decisions import (GANG_DOES_NOT_FIT, NEVER_FITS, NO_IDLE_CAPACITY, NO_STOCK,
+                        PARENT_QUOTA_FULL, QUOTA_FULL)
+from .model import KIND_IDLE, PendingJob
+from .placement import never_fits
+from .quota_tree import QuotaTree
+from .resources import Resources, fmt_dim
+
+DIM_WORD = {"gpu": "GPU", "cpu_m": "CPU", "mem_mib": "memory"}
+
+
+def quota_full(tree: QuotaTree, qid: str, need: Resources) -> tuple[str, str] | None:
+    """The job's own quota or an ancestor has no room left in its guarantee."""
+    short = tree.short_quota(qid, need)
+    if short is None:
+        return None
+    q, dim = short
+    used, limit = getattr(tree.usage[q], dim), getattr(tree.guarantee[q], dim)
+    who = f"Quota {q}" if q == qid else f"Parent quota {q}"
+    msg = (f"{who} is full: {fmt_dim(dim, used)} of {fmt_dim(dim, limit)} guaranteed in use, "
+           f"this job needs {fmt_dim(dim, getattr(need, dim))}")
+    return (QUOTA_FULL if q == qid else PARENT_QUOTA_FULL), msg
+
+
+def no_room(view: CapacityView, scope: Scope, job: PendingJob, need: Resources, where: str,
+            short_code: str = NO_IDLE_CAPACITY) -> tuple[str, str]:
+    """Why the gang does not fit the free capacity of a scope."""
+    for req in job.pods:
+        if never_fits(view, scope, req):
+            return NEVER_FITS, (f"Pod {req.role}-{req.index} needs {req.resources.describe()}"
+                                f"{_of_type(req.instance_type)}, more than any node of {where}")
+    free = Resources(*scope.free)
+    dim = need.first_short(free)
+    if dim:
+        return short_code, (f"Not enough free capacity in {where}: "
+                            f"{fmt_dim(dim, getattr(free, dim))} free of "
+                            f"{fmt_dim(dim, scope.capacity[_index(dim)])}, "
+                            f"this job needs {fmt_dim(dim, getattr(need, dim))}")
+    largest = max((view.states[n].free[0] for n in scope.names), default=0)
+    return GANG_DOES_NOT_FIT, (f"The gang of {len(job.pods)} pod(s) ({need.gpu} GPU) does not "
+                               f"fit any set of nodes of {where}: {free.gpu} GPU free in total "
+                               f"but at most {largest} GPU free on one node")
+
+
+def lent_out(view: CapacityView, scope: Scope) -> Resources:
+    """Capacity of a scope's nodes that idle pods (borrowers) hold."""
+    gpu = cpu = mem = 0
+    for name in scope.names:
+        for pod in view.states[name].pods:
+            if pod.kind == KIND_IDLE:
+                gpu, cpu, mem = (gpu + pod.resources.gpu, cpu + pod.resources.cpu_m,
+                                 mem + pod.resources.mem_mib)
+    return Resources(gpu, cpu, mem)
+
+
+def no_stock(view: CapacityView, scope: Scope, job: PendingJob, need: Resources,
+             itype: str) -> tuple[str, str]:
+    code, msg = no_room(view, scope, job, need, f"the public pool of {itype}", NO_STOCK)
+    if code != NO_STOCK:
+        msg = f"No stock: {msg}"
+    return NO_STOCK, msg
+
+
+def _of_type(itype: str | None) -> str:
+    return f" on {itype}" if itype else ""
+
+
+def _index(dim: str) -> int:
+    return ("gpu", "cpu_m", "mem_mib").index(dim)

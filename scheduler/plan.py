@@ -1,0 +1,422 @@
+"""One schedule cycle: a Snapshot in, Decisions out. Pure and deterministic.
+
+Public API (all importable from `scheduler`):
+
+    plan(snapshot: Snapshot, now: datetime) -> Decisions
+
+    Snapshot(nodes, quotas, pods, jobs, markets)      frozen; see scheduler/model.py
+      Node(name, instance_type, capacity: Resources, quota_id=None, ready=True, gpu_ids=None)
+      Quota(id, tenant, parent_id=None, resource_type='ECS'|'Lingjun',
+            queue_strategy='StrictFIFO'|'BestEffort', allow_priority_preemption=False,
+            min_runtime_s=0)
+      RunningPod(pod_id, job_id, node, resources, kind='guaranteed'|'idle'|'spot'|'payg',
+                 started_at, quota_id, priority, gpu_indices, last_checkpoint_at,
+                 terminating, bid, protection_until)
+      PendingJob(job_id, submitted_at, pods: tuple[PodRequest], quota_id, workspace,
+                 oversold_type, priority 1-9, source='quota'|'spot'|'payg', bid: Decimal|None)
+      PodRequest(role, index, resources, instance_type=None)
+      MarketState(instance_type, price, avg_price_1h, resource_type)
+
+    Decisions
+      admissions:  Admission(job_id, kind, quota_id, use_oversold, placements:
+                   tuple[PodPlacement(role, index, node, gpu_indices)])
+                   use_oversold True = "Not in Quota" (idle, preemptible), False = "In Quota".
+      preemptions: Preemption(pod_id, job_id, node, reason: PreemptionReason(code, message,
+                   by_job, by_quota, price, bid)); code reclaimed | higher_priority | outbid |
+                   stock_short. Spot releases are preemptions too (outbid / stock_short).
+      waiting:     WaitReason(job_id, status 'Queuing'|'Bidding', code, message, queue,
+                   position, waiting_for_pods) for every pending job not admitted.
+
+The integrator applies the decisions in one transaction: bind admitted pods to their nodes and
+GPU indices, mark preempted pods terminating (they stay in the next snapshot with
+terminating=True until they are gone), and store each waiting job's reason and position.
+
+The cycle, in numbered steps (see Cycle.run):
+  1. Index the snapshot: quota tree and usage, free capacity per node, scopes.
+  2. Release spot pods whose bid fell below the release price (rule 7).
+  3. Pay-as-you-go jobs take public inventory first, releasing spot pods for stock if needed.
+  4. Spot jobs take what is left of their pool when the bid is at or above the market price.
+  5. Quota jobs: the heads of all quota queues in one fair order (jobs that do not borrow
+     first, then priority, then submit time); each is admitted In Quota or Not in Quota, or
+     reclaims capacity and waits for its victims, or waits with a reason. A blocked head holds
+     the rest of a StrictFIFO queue; BestEffort queues backfill past it.
+  6. Number the waiting jobs of each queue and return the decisions, sorted.
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime, timedelta
+
+from .capacity import CapacityView, Scope
+from .decisions import (BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NO_STOCK, QUEUING,
+                        RECLAIMED, STOCK_SHORT, UNKNOWN_QUOTA, WAITING_FOR_TERMINATION,
+                        Admission, Decisions, PodPlacement, Preemption, PreemptionReason,
+                        WaitReason, BID_BELOW_PRICE, QUOTA_NODES_BUSY)
+from .explain import lent_out, no_room, no_stock, quota_full
+from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT,
+                    SOURCE_PAYG, SOURCE_SPOT, STRICT_FIFO, PendingJob, Quota, RunningPod,
+                    Snapshot)
+from .placement import place_gang
+from .preemption import find_victims, reclaim_order, stock_order
+from .quota_tree import QuotaTree
+from .resources import Resources, total
+from .spot import bid_problem, outbid_releases, releasable
+
+
+def plan(snapshot: Snapshot, now: datetime) -> Decisions:
+    return Cycle(snapshot, now).run()
+
+
+def job_order(job: PendingJob) -> tuple:
+    """Order within a queue (rule 6): priority, then submit time, then job id."""
+    return (-job.priority, job.submitted_at, job.job_id)
+
+
+def spot_order(job: PendingJob) -> tuple:
+    """Order of a spot queue: the highest bid first, then as job_order."""
+    return (-(job.bid or 0), -job.priority, job.submitted_at, job.job_id)
+
+
+def queue_of(job: PendingJob) -> str:
+    if job.source in (SOURCE_SPOT, SOURCE_PAYG):
+        return f"{job.source}:{pool_type(job)}"
+    return f"quota:{job.quota_id or ''}"
+
+
+def pool_type(job: PendingJob) -> str:
+    types = {p.instance_type or "*" for p in job.pods}
+    return types.pop() if len(types) == 1 else "*"
+
+
+class Cycle:
+    def __init__(self, snapshot: Snapshot, now: datetime):
+        # Step 1: index the snapshot.
+        self.now = now
+        self.tree = QuotaTree(snapshot.quotas, snapshot.nodes)
+        self.tree.count_running(snapshot.pods)
+        self.view = CapacityView(snapshot.nodes, snapshot.pods)
+        self.pods = snapshot.pods
+        self.markets = {m.instance_type: m for m in snapshot.markets}
+        self.public = [n for n in snapshot.nodes if n.quota_id is None]
+        self.queues = self._build_queues(snapshot.jobs)
+        self.admissions: list[Admission] = []
+        self.preemptions: list[Preemption] = []
+        self.waiting: dict[str, WaitReason] = {}
+        self.failed: set[tuple] = set()  # (scope, shape, mode, ...) that did not fit
+        self.epoch = 0  # bumps with every preemption: releasing capacity grew
+        self.shapes: dict[str, tuple] = {}
+        self.reason_cache: dict[tuple, tuple[str, str]] = {}
+
+    def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
+        queues: dict[str, list[PendingJob]] = {}
+        for job in jobs:
+            queues.setdefault(queue_of(job), []).append(job)
+        for name, items in queues.items():
+            items.sort(key=spot_order if name.startswith("spot:") else job_order)
+        return dict(sorted(queues.items()))
+
+    def run(self) -> Decisions:
+        self._release_outbid()                                   # step 2
+        for name in self._queue_names("payg:"):                  # step 3
+            for job in self.queues[name]:
+                self._attempt_payg(job)
+        for name in self._queue_names("spot:"):                  # step 4
+            for job in self.queues[name]:
+                self._attempt_spot(job)
+        self._schedule_quota_queues()                            # step 5
+        return self._decisions()                                 # step 6
+
+    def _queue_names(self, prefix: str) -> list[str]:
+        return [name for name in self.queues if name.startswith(prefix)]
+
+    # ---- step 2 and pool helpers -------------------------------------------------------
+
+    def _release_outbid(self) -> None:
+        itype = {n.name: n.instance_type for n in self.public}
+        for pod, reason in outbid_releases(self.pods, self.markets, itype, self.now):
+            if pod.node in self.view.states:
+                self._preempt(pod, reason)
+
+    def _pool_scope(self, job: PendingJob) -> tuple[Scope, str]:
+        itype = pool_type(job)
+        nodes = [n for n in self.public if itype == "*" or n.instance_type == itype]
+        return self.view.scope(("pool", itype), nodes), itype
+
+    # ---- step 3 and 4: the public pool ---------------------------------------------------
+
+    def _attempt_payg(self, job: PendingJob) -> None:
+        scope, itype = self._pool_scope(job)
+        if self._try_admit(job, scope, KIND_PAYG):
+            return
+        if self._wait_for_capacity(job, scope, self._stock_candidates(), self._stock_reason):
+            return
+        code, msg = self._cached_reason(job, scope, "stock",
+                                        lambda: no_stock(self.view, scope, job, self._need(job),
+                                                         itype))
+        self._wait(job, code, msg)
+
+    def _attempt_spot(self, job: PendingJob) -> None:
+        problem = bid_problem(job, self.markets)
+        if problem is not None:
+            kind, msg = problem
+            self._wait(job, BID_BELOW_PRICE if kind == "bid" else NO_STOCK, msg)
+            return
+        scope, itype = self._pool_scope(job)
+        if not self._try_admit(job, scope, KIND_SPOT):
+            code, msg = self._cached_reason(
+                job, scope, "stock", lambda: no_stock(self.view, scope, job, self._need(job),
+                                                      itype))
+            self._wait(job, code, msg)
+
+    def _stock_candidates(self):
+        memo: dict[str, list] = {}
+
+        def candidates(name: str):
+            if name not in memo:
+                memo[name] = sorted((stock_order(p, self.now), p)
+                                    for p in self.view.states[name].pods
+                                    if releasable(p, self.now))
+            return memo[name]
+        return candidates
+
+    def _stock_reason(self, pod: RunningPod, job: PendingJob) -> PreemptionReason:
+        msg = (f"Stock short: pay-as-you-go job {job.job_id} needs the inventory of "
+               f"{self.view.states[pod.node].node.instance_type}")
+        return PreemptionReason(STOCK_SHORT, msg, by_job=job.job_id, bid=pod.bid)
+
+    # ---- step 5: quota queues ------------------------------------------------------------
+
+    def _schedule_quota_queues(self) -> None:
+        names = self._queue_names("quota:")
+        pos = {name: 0 for name in names}
+        heap = [(self._head_key(self.queues[n][0]), n) for n in names]
+        heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            job = self.queues[name][pos[name]]
+            pos[name] += 1
+            admitted = self._attempt_quota_job(job)
+            if not admitted and self._strict(job):
+                self._hold_behind(job, self.queues[name][pos[name]:])
+                continue
+            if pos[name] < len(self.queues[name]):
+                heapq.heappush(heap, (self._head_key(self.queues[name][pos[name]]), name))
+
+    @staticmethod
+    def _head_key(job: PendingJob) -> tuple:
+        """Fair order across queues, Kueue style: jobs that only borrow go after the others,
+        so a lender's own job is not beaten to its capacity by a borrower; then job_order."""
+        return (job.oversold_type == FORCE,) + job_order(job)
+
+    def _strict(self, job: PendingJob) -> bool:
+        quota = self.tree.quotas.get(job.quota_id or "")
+        return quota is not None and quota.queue_strategy == STRICT_FIFO
+
+    def _hold_behind(self, head: PendingJob, rest: list[PendingJob]) -> None:
+        why = self.waiting[head.job_id].message
+        for job in rest:
+            self._wait(job, HELD_BEHIND_HEAD,
+                       f"Held behind job {head.job_id}, the head of the StrictFIFO queue of "
+                       f"quota {head.quota_id}, which waits: {why}")
+
+    def _attempt_quota_job(self, job: PendingJob) -> bool:
+        quota = self.tree.quotas.get(job.quota_id or "")
+        if quota is None:
+            self._wait(job, UNKNOWN_QUOTA, f"Quota {job.quota_id!r} does not exist")
+            return False
+        own = self.view.scope(("quota", quota.id), self.tree.nodes_of.get(quota.id, []))
+        key = self.tree.idle_scope_key(quota.id)
+        idle = self.view.scope(("idle",) + key, self.tree.idle_scope_nodes(key))
+        in_quota, borrow = job.oversold_type != FORCE, job.oversold_type != FORBIDDEN
+        if in_quota and self._try_admit(job, own, KIND_GUARANTEED):
+            return True
+        if borrow and self._try_admit(job, idle, KIND_IDLE):
+            return True
+        if in_quota and self._wait_for_capacity(job, own, self._reclaim_candidates(job, quota),
+                                                self._reclaim_reason(quota)):
+            return False
+        self._explain_quota_wait(job, quota, own, idle, in_quota, borrow)
+        return False
+
+    def _reclaim_candidates(self, job: PendingJob, quota: Quota):
+        memo: dict[str, list] = {}
+
+        def candidates(name: str):
+            if name not in memo:
+                memo[name] = sorted((reclaim_order(p, quota.id, self.now), p)
+                                    for p in self.view.states[name].pods
+                                    if self._may_preempt(p, job, quota))
+            return memo[name]
+        return candidates
+
+    def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota) -> bool:
+        """Idle pods past their quota's minimum runtime; with priority preemption also the
+        quota's own lower-priority guaranteed pods. Never anything else."""
+        if pod.kind == KIND_IDLE:
+            owner = self.tree.quotas.get(pod.quota_id or "")
+            min_runtime = timedelta(seconds=owner.min_runtime_s if owner else 0)
+            return self.now - pod.started_at >= min_runtime
+        return (quota.allow_priority_preemption and pod.kind == KIND_GUARANTEED
+                and pod.quota_id == quota.id and pod.priority < job.priority)
+
+    def _reclaim_reason(self, quota: Quota):
+        def reason(pod: RunningPod, job: PendingJob) -> PreemptionReason:
+            if pod.kind == KIND_IDLE:
+                msg = f"Reclaimed by quota {quota.id} for job {job.job_id}"
+                return PreemptionReason(RECLAIMED, msg, by_job=job.job_id, by_quota=quota.id)
+            msg = (f"Preempted by higher priority job {job.job_id} (priority {job.priority} > "
+                   f"{pod.priority}) in quota {quota.id}")
+            return PreemptionReason(HIGHER_PRIORITY, msg, by_job=job.job_id, by_quota=quota.id)
+        return reason
+
+    def _explain_quota_wait(self, job, quota, own, idle, in_quota, borrow) -> None:
+        need = self._need(job)
+        parts = []
+        if in_quota:
+            parts.append(quota_full(self.tree, quota.id, need) or self._cached_reason(
+                job, own, "own", lambda: self._own_room(job, own, quota, need)))
+        if borrow:
+            where = f"the idle capacity of {self.tree.describe_scope(idle.key[1:])}"
+            parts.append(self._cached_reason(
+                job, idle, "idle", lambda: no_room(self.view, idle, job, need, where)))
+        code = parts[0][0]
+        message = "; ".join(("In quota: " + m) if i == 0 and len(parts) > 1 else
+                            ("Not in quota: " + m) if len(parts) > 1 else m
+                            for i, (_, m) in enumerate(parts))
+        self._wait(job, code, message)
+
+    def _own_room(self, job, own, quota, need) -> tuple[str, str]:
+        code, msg = no_room(self.view, own, job, need, f"the nodes of quota {quota.id}",
+                            QUOTA_NODES_BUSY)
+        lent = lent_out(self.view, own)
+        if lent.gpu or lent.cpu_m:
+            msg += (f"; idle jobs that cannot be reclaimed yet hold {lent.describe()} "
+                    f"of them")
+        return code, msg
+
+    # ---- admitting, waiting, preempting ----------------------------------------------------
+
+    def _need(self, job: PendingJob) -> Resources:
+        return total(p.resources for p in job.pods)
+
+    def _shape(self, job: PendingJob) -> tuple:
+        shape = self.shapes.get(job.job_id)
+        if shape is None:
+            shape = self.shapes[job.job_id] = tuple(sorted(
+                (p.instance_type or "", p.resources.as_tuple()) for p in job.pods))
+        return shape
+
+    def _try_admit(self, job: PendingJob, scope: Scope, kind: str) -> bool:
+        """Admit the job on free capacity of `scope`. Free capacity only shrinks during a
+        cycle, so a shape that failed in a scope fails again: remember it and skip."""
+        if kind == KIND_GUARANTEED and self.tree.short_quota(job.quota_id, self._need(job)):
+            return False
+        key = (scope.key, self._shape(job), "free")
+        if key in self.failed:
+            return False
+        placed = place_gang(self.view, scope, job.pods)
+        if placed is None:
+            self.failed.add(key)
+            return False
+        self._admit(job, placed, kind)
+        return True
+
+    def _admit(self, job: PendingJob, placed, kind: str) -> None:
+        placements = tuple(PodPlacement(req.role, req.index, node,
+                                        self.view.admit(node, req.resources))
+                           for req, node in sorted(placed, key=lambda rn: (rn[0].role,
+                                                                            rn[0].index)))
+        if kind == KIND_GUARANTEED:
+            self.tree.add_usage(job.quota_id, self._need(job))
+        quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
+        self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
+                                         placements))
+
+    def _wait_for_capacity(self, job, scope, candidates, reason) -> bool:
+        """Reserve capacity that terminating pods will free; if that is not enough, preempt
+        the fewest victims that make the job fit. Either way the job waits this cycle, and
+        while its victims terminate the next cycle finds them here and preempts nothing more.
+        """
+        key = (scope.key, self._shape(job), self.epoch)
+        placed = None
+        if key + ("combined",) not in self.failed:
+            placed = place_gang(self.view, scope, job.pods, combined=True)
+            if placed is None:
+                self.failed.add(key + ("combined",))
+        if placed is None:
+            placed = self._preempt_for(job, scope, candidates, reason)
+        if placed is None:
+            return False
+        waiting_for = self._terminating_needed(placed)
+        for req, node in placed:
+            self.view.reserve(node, req.resources)
+        self._wait(job, WAITING_FOR_TERMINATION,
+                   f"Waiting for {waiting_for} preempted or stopping pod(s) to terminate",
+                   waiting_for)
+        return True
+
+    def _preempt_for(self, job, scope, candidates, reason):
+        key = (scope.key, self._shape(job), self.epoch, "victims", job.quota_id, job.priority)
+        if key in self.failed:
+            return None
+        victims = find_victims(self.view, scope, job.pods, candidates)
+        if not victims:
+            self.failed.add(key)
+            return None
+        for pod in victims:
+            self._preempt(pod, reason(pod, job))
+        return place_gang(self.view, scope, job.pods, combined=True)
+
+    def _terminating_needed(self, placed) -> int:
+        """Terminating pods on the nodes where the job needs more than the free capacity."""
+        per_node: dict[str, list[int]] = {}
+        for req, node in placed:
+            acc = per_node.setdefault(node, [0, 0, 0])
+            for i, amount in enumerate(req.resources.as_tuple()):
+                acc[i] += amount
+        count = 0
+        for node, need in sorted(per_node.items()):
+            state = self.view.states[node]
+            if any(need[i] > state.free[i] for i in range(3)):
+                count += len(state.terminating)
+        return count
+
+    def _preempt(self, pod: RunningPod, reason: PreemptionReason) -> None:
+        self.view.release(pod)
+        self.epoch += 1
+        self.preemptions.append(Preemption(pod.pod_id, pod.job_id, pod.node, reason))
+
+    def _cached_reason(self, job, scope: Scope, tag: str, compute) -> tuple[str, str]:
+        key = (scope.key, self._shape(job), tag, scope.version, job.quota_id)
+        found = self.reason_cache.get(key)
+        if found is None:
+            found = self.reason_cache[key] = compute()
+        return found
+
+    def _wait(self, job: PendingJob, code: str, message: str, waiting_for: int = 0) -> None:
+        status = BIDDING if job.source == SOURCE_SPOT else QUEUING
+        self.waiting[job.job_id] = WaitReason(job.job_id, status, code, message,
+                                              queue_of(job), 0, waiting_for)
+
+    # ---- step 6 ----------------------------------------------------------------------------
+
+    def _decisions(self) -> Decisions:
+        waiting = []
+        for name, jobs in self.queues.items():
+            position = 0
+            for job in jobs:
+                reason = self.waiting.get(job.job_id)
+                if reason is not None:
+                    position += 1
+                    waiting.append(_with_position(reason, position))
+        return Decisions(
+            admissions=tuple(sorted(self.admissions, key=lambda a: a.job_id)),
+            preemptions=tuple(sorted(self.preemptions, key=lambda p: p.pod_id)),
+            waiting=tuple(waiting),
+        )
+
+
+def _with_position(reason: WaitReason, position: int) -> WaitReason:
+    return WaitReason(reason.job_id, reason.status, reason.code, reason.message, reason.queue,
+                      position, reason.waiting_for_pods)

@@ -1,0 +1,98 @@
+"""The quota tree: ancestors, subtrees, guarantees and lending scopes (rules 1 and 2).
+
+Quota accounting is a few small functions over the tree, Kueue style: `guarantee`, `usage`,
+`add_usage`, `short_dimension`. Usage counts guaranteed pods of a quota and its descendants.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .model import ECS, KIND_GUARANTEED, LINGJUN, Node, Quota, RunningPod
+from .resources import ZERO, Resources
+
+
+class QuotaTree:
+    def __init__(self, quotas: tuple[Quota, ...], nodes: tuple[Node, ...]):
+        self.quotas = {q.id: q for q in sorted(quotas, key=lambda q: q.id)}
+        self._ancestors = {qid: self._walk_up(qid) for qid in self.quotas}
+        self.guarantee: dict[str, Resources] = {qid: ZERO for qid in self.quotas}
+        self.usage: dict[str, Resources] = {qid: ZERO for qid in self.quotas}
+        self.nodes_of: dict[str, list[Node]] = defaultdict(list)  # subtree nodes, by quota
+        for node in sorted(nodes, key=lambda n: n.name):
+            if node.quota_id in self.quotas:
+                for qid in self.chain(node.quota_id):
+                    self.guarantee[qid] = self.guarantee[qid] + node.capacity
+                    self.nodes_of[qid].append(node)
+
+    def _walk_up(self, qid: str) -> tuple[str, ...]:
+        """Parents up to the root; a broken parent link or a loop ends the walk."""
+        seen, out = {qid}, []
+        parent = self.quotas[qid].parent_id
+        while parent in self.quotas and parent not in seen:
+            out.append(parent)
+            seen.add(parent)
+            parent = self.quotas[parent].parent_id
+        return tuple(out)
+
+    def ancestors(self, qid: str) -> tuple[str, ...]:
+        return self._ancestors[qid]
+
+    def chain(self, qid: str) -> tuple[str, ...]:
+        """The quota itself, then its ancestors up to the root."""
+        return (qid,) + self._ancestors[qid]
+
+    def root(self, qid: str) -> str:
+        return self.chain(qid)[-1]
+
+    def in_subtree(self, qid: str | None, of: str) -> bool:
+        return qid in self.quotas and of in self.chain(qid)
+
+    def add_usage(self, qid: str, amount: Resources) -> None:
+        for q in self.chain(qid):
+            self.usage[q] = self.usage[q] + amount
+
+    def count_running(self, pods: tuple[RunningPod, ...]) -> None:
+        for pod in pods:
+            if pod.kind == KIND_GUARANTEED and pod.quota_id in self.quotas:
+                self.add_usage(pod.quota_id, pod.resources)
+
+    def short_quota(self, qid: str, need: Resources) -> tuple[str, str] | None:
+        """The first quota on the chain (own first) whose guarantee `need` would exceed.
+
+        Returns (quota id, dimension) or None when every level has room.
+        """
+        for q in self.chain(qid):
+            dim = (self.usage[q] + need).first_short(self.guarantee[q])
+            if dim:
+                return q, dim
+        return None
+
+    def idle_scope_key(self, qid: str) -> tuple:
+        """Where idle jobs of `qid` may borrow (rule 2).
+
+        ECS: the nodes of its root quota tree. Lingjun: the nodes of every Lingjun quota of the
+        same tenant whose instance type is one of the instance types of this quota's nodes.
+        """
+        quota = self.quotas[qid]
+        if quota.resource_type == LINGJUN:
+            types = tuple(sorted({n.instance_type for n in self.nodes_of.get(qid, ())}))
+            return ("lingjun", quota.tenant, types)
+        return ("tree", self.root(qid))
+
+    def idle_scope_nodes(self, key: tuple) -> list[Node]:
+        if key[0] == "tree":
+            return list(self.nodes_of.get(key[1], ()))
+        _, tenant, types = key
+        return [n for q in self.quotas.values() if q.tenant == tenant
+                and q.resource_type == LINGJUN and q.parent_id not in self.quotas
+                for n in self.nodes_of.get(q.id, ()) if n.instance_type in types]
+
+    def describe_scope(self, key: tuple) -> str:
+        if key[0] == "tree":
+            return f"quota tree {key[1]}"
+        return f"Lingjun quotas of tenant {key[1]} ({', '.join(key[2]) or 'no nodes'})"
+
+
+def resource_type_of(quota: Quota) -> str:
+    return LINGJUN if quota.resource_type == LINGJUN else ECS

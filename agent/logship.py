@@ -10,6 +10,7 @@ $OPENDLC_CKPT_DIR/progress.json) is read whenever its size or mtime changes and 
 last step reported without a checkpoint).
 """
 
+import codecs
 import json
 import logging
 import os
@@ -69,7 +70,7 @@ class LogShipper:
             with open(pod.log_path, "rb") as f:
                 f.seek(offset)
                 while data := f.read(CHUNK_BYTES):
-                    data = _whole_lines(data, at_end=final)
+                    data = _whole_lines(data, at_end=final and len(data) < CHUNK_BYTES)
                     if not data:
                         break
                     self.outbox.put("jobs.pod_logs", {
@@ -107,10 +108,15 @@ class LogShipper:
 
 def _whole_lines(data: bytes, *, at_end: bool) -> bytes:
     """The chunk up to its last line break, unless it is the end of the log or one long line."""
-    if at_end or len(data) == CHUNK_BYTES and b"\n" not in data:
+    if at_end:
         return data
-    cut = data.rfind(b"\n")
-    return data[:cut + 1] if cut >= 0 else b""
+    cut = data.rfind(b"\n") + 1
+    if cut == 0 and len(data) == CHUNK_BYTES:
+        # One line longer than a chunk: cut it, but not inside a UTF-8 character.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        decoder.decode(data, final=False)
+        cut = len(data) - len(decoder.getstate()[0])
+    return data[:cut]
 
 
 def progress_path(pod) -> Path:

@@ -154,9 +154,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
-# Periodic tasks (celery beat). Each app appends its own entries.
-CELERY_BEAT_SCHEDULE = globals().get("CELERY_BEAT_SCHEDULE", {})
-CELERY_BEAT_SCHEDULE["nodes.reap_lost"] = {
+# Nodes whose agent stopped sending heartbeats become NotReady and their pods fail (quotas/nodes.py).
+CELERY_BEAT_SCHEDULE["reap-lost-nodes"] = {
     "task": "nodes.reap_lost",
     "schedule": float(OPENDLC_HEARTBEAT_INTERVAL_S),
     "options": {"queue": "default", "expires": float(OPENDLC_HEARTBEAT_INTERVAL_S)},

@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import Pod
-from jobs.states import PodStatus, PodSubStatus
+from jobs.states import PodStatus
 from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec
 
 log = logging.getLogger(__name__)
@@ -138,38 +138,15 @@ def reap_lost_nodes(now: datetime | None = None) -> list[str]:
 
 
 def fail_lost_pods(pod_ids: list[str], now: datetime) -> None:
-    """Unknown -> Failed (NodeLost), through the same path as an agent's report, then reschedule."""
-    reports = [
+    """Unknown -> Failed (NodeLost) through the jobs engine, as if the agent had reported it: the
+    engine frees the capacity, moves the job on and asks for a schedule cycle."""
+    from jobs.lifecycle import apply_reports
+
+    apply_reports([
         {"pod_id": p, "status": PodStatus.FAILED, "exit_code": None, "at": now.isoformat(), "reason": NODE_LOST,
          "message": "the node stopped sending heartbeats"}
         for p in pod_ids
-    ]
-    apply_reports = _pod_report_handler()
-    if apply_reports is not None:
-        apply_reports(reports)
-    else:
-        Pod.objects.filter(pod_id__in=pod_ids, status=PodStatus.UNKNOWN).update(
-            status=PodStatus.FAILED, sub_status=PodSubStatus.NORMAL, reason_code=NODE_LOST,
-            reason_message=reports[0]["message"], finished_at=now, terminating=False,
-        )
-    _request_cycle()
-
-
-def _pod_report_handler():
-    """The jobs engine's handler of agents' pod reports, when that engine is installed."""
-    try:
-        from jobs import lifecycle
-    except ImportError:
-        return None
-    return getattr(lifecycle, "apply_pod_reports", None)
-
-
-def _request_cycle() -> None:
-    try:
-        from jobs.scheduling import request_cycle
-    except ImportError:
-        return
-    request_cycle()
+    ])
 
 
 def _parse(value) -> datetime | None:

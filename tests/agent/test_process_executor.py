@@ -153,3 +153,10 @@ def test_it_reports_easyckpt_progress_when_the_file_changes(executor, recorder):
     assert progress[0]["step"] == 40
     assert progress[0]["checkpoint_at"].startswith("2025-12-29T09:20:00")
     assert progress[0]["progress_at"].startswith("2025-12-29T09:20:04")
+
+
+def test_a_line_longer_than_a_chunk_is_cut_between_characters():
+    from agent.logship import CHUNK_BYTES, _whole_lines
+
+    data = ("a" + "é" * CHUNK_BYTES).encode()[:CHUNK_BYTES]  # ends inside an "é"
+    assert _whole_lines(data, at_end=False).decode() == "a" + "é" * ((CHUNK_BYTES - 2) // 2)

@@ -10,8 +10,6 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 
-from agent import procs
-from agent.process import NODE_MARKER
 from jobs.logs import read_all
 from jobs.models import Job, OversoldType, Pod
 from jobs.services import JobRequest, RoleRequest, create_job
@@ -27,6 +25,7 @@ def live(transactional_db, settings, tmp_path):
     cluster = LiveCluster(tmp_path, settings)
     yield cluster
     cluster.close()
+    print(cluster.logs())  # shown when the test failed
 
 
 @pytest.fixture
@@ -106,8 +105,9 @@ def test_a_preempted_pod_flushes_in_its_grace_period_is_evicted_and_frees_the_no
     idle_pod.refresh_from_db()
     assert flushed.read_text() == "saved\n"
     assert (idle_pod.status, idle_pod.sub_status, idle_pod.status_label) == ("Failed", "Evicted", "Resource Preempted")
-    assert idle_pod.finished_at <= Pod.objects.get(job=owner).started_at
-    assert Pod.objects.get(job=owner).node.name == "e2e-a"
+    owner_pod = Pod.objects.select_related("node").get(job=owner)
+    assert (owner_pod.node.name, owner_pod.status) == ("e2e-a", "Succeeded")
+    assert owner_pod.bound_at >= idle_pod.finished_at  # placed only once the idle pod was gone
     assert status(borrower) == "Failed"
 
 
@@ -121,7 +121,7 @@ def test_a_killed_agent_makes_its_node_not_ready_and_its_pods_node_lost_and_a_re
     live.wait(lambda: "started" in read_all(pod), "the pod to run")
 
     live.kill("agent-e2e-a")  # SIGKILL: no goodbye, no more heartbeats; the pod runs on, orphaned
-    assert procs.groups_with_env(NODE_MARKER, "e2e-a")
+    assert live.pod_groups("e2e-a"), live.logs()
     lost = live.wait(reap_lost_nodes, "the reaper to find the node lost", timeout=30)
 
     pod.refresh_from_db()
@@ -133,4 +133,4 @@ def test_a_killed_agent_makes_its_node_not_ready_and_its_pods_node_lost_and_a_re
     # The agent comes back: the node is Ready again, and the pod the platform gave up on is stopped.
     live.start_agent("e2e-a")
     live.wait(registered("e2e-a"), "the node to be Ready again")
-    live.wait(lambda: not procs.groups_with_env(NODE_MARKER, "e2e-a"), "the unwanted pod to be stopped")
+    live.wait(lambda: not live.pod_groups("e2e-a"), "the unwanted pod to be stopped")

@@ -60,7 +60,7 @@ class LiveCluster:
 
         with app.connection_for_write() as conn:
             channel = conn.default_channel
-            for queue in (*PLATFORM_QUEUES, "agent.e2e-a", "agent.e2e-b"):
+            for queue in (*PLATFORM_QUEUES, "agent.e2e-a", "agent.e2e-b", "agent.simulated"):
                 try:
                     channel.queue_purge(queue)
                 except Exception:  # a queue that never existed
@@ -88,6 +88,9 @@ class LiveCluster:
         if node not in self.nodes:
             self.nodes.append(node)
         return self._spawn(f"agent-{node}", [sys.executable, "manage.py", "agent", "--node", node, "--concurrency", "2"])
+
+    def start_simulated_agent(self) -> subprocess.Popen:
+        return self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated"])
 
     def kill(self, key: str) -> None:
         proc = self.processes.pop(key)

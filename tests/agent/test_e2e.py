@@ -51,9 +51,10 @@ def team(transactional_db):
     return {"alice": alice, "a": a, "b": b}
 
 
-def submit(team, command: str, *, quota="a", pods=1, oversold=None, grace_s=30) -> Job:
+def submit(team, command: str, *, quota="a", pods=1, oversold=None, grace_s=30, envs=None) -> Job:
     return create_job(team["alice"], JobRequest(
         display_name="e2e", user_command=command, quota_id=team[quota].quota_id, oversold_type=oversold,
+        envs=envs or {},
         roles=[RoleRequest(pod_count=pods, instance_type="e2e.c1m1g2", image="local")], termination_grace_s=grace_s,
     ))
 
@@ -134,3 +135,18 @@ def test_a_killed_agent_makes_its_node_not_ready_and_its_pods_node_lost_and_a_re
     live.start_agent("e2e-a")
     live.wait(registered("e2e-a"), "the node to be Ready again")
     live.wait(lambda: not live.pod_groups("e2e-a"), "the unwanted pod to be stopped")
+
+
+def test_the_simulated_agent_runs_pods_of_every_simulated_node_for_their_declared_time(live, team):
+    Node.objects.filter(name__in=["e2e-a", "e2e-b"]).update(executor=Executor.SIMULATED)
+    live.start_platform()
+    live.start_simulated_agent()
+    live.wait(registered("e2e-a", "e2e-b"), "the simulated agent's heartbeat to keep both nodes alive")
+
+    ok = submit(team, "train", pods=2, envs={"SIM_DURATION_S": "0.5"})
+    live.wait(lambda: status(ok) == "Succeeded", "the simulated job to succeed")
+    failing = submit(team, "train", envs={"SIM_DURATION_S": "0.1", "SIM_EXIT_CODE": "3"})
+    live.wait(lambda: status(failing) == "Failed", "the simulated job to fail")
+
+    assert sorted(Pod.objects.filter(job=ok).values_list("node__name", flat=True)) == ["e2e-a", "e2e-b"]
+    assert list(Pod.objects.filter(job=failing).values_list("status", "exit_code")) == [("Failed", 3)]

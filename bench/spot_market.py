@@ -34,7 +34,7 @@ from spot.market import PoolObservation, initial_state, market_price, queued_dem
 
 DAY = 1440
 START = datetime(2026, 3, 2, tzinfo=timezone.utc)
-ON_DEMAND = Decimal("30.000000")  # per node-hour
+ON_DEMAND = Decimal("0.500000")  # per node-minute (30.00 per node-hour)
 POOL = "ecs.gn7-c12g1.3xlarge"
 
 

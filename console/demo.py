@@ -12,7 +12,7 @@ DEMO_PASSWORD = "opendlc-demo"
 
 # instance type, resource type, vCPU, memory GiB, GPUs, GPU type, on-demand price per node-minute
 SPECS = [
-    ("ecs.g7.xlarge", ResourceType.ECS, 4, 16, 0, "", "0.010600"),
+    ("ecs.g7.xlarge", ResourceType.ECS, 4, 16, 0, "", "0.016500"),
     ("ecs.gn7i-c8g1.2xlarge", ResourceType.ECS, 8, 30, 1, "NVIDIA A10", "0.147000"),
     ("ecs.gn6v-c8g1.16xlarge", ResourceType.ECS, 64, 256, 8, "NVIDIA V100", "1.050000"),
     ("ml.gu7xf.c96m1600.8-gu108", ResourceType.LINGJUN, 96, 1600, 8, "GU108", "2.100000"),
@@ -48,7 +48,8 @@ def is_seeded() -> bool:
 
 
 @transaction.atomic
-def seed() -> Seeded:
+def seed(price_history: bool = True) -> Seeded:
+    """Create the demo once. `price_history` backfills a week of spot prices (a few seconds)."""
     if is_seeded():
         return Seeded(created=False)
     from console.models import AccessKey
@@ -66,6 +67,11 @@ def seed() -> Seeded:
     _quotas(tenant, workspaces, specs)
     for instance_type, count in PUBLIC_POOL.items():
         _nodes(f"pub-{_short(instance_type)}", specs[instance_type], None, count)
+    if price_history:
+        from spot.backfill import backfill_history
+
+        # A week of spot prices for the History Price chart, once the seed has committed.
+        transaction.on_commit(lambda: backfill_history(days=7))
     key, secret = AccessKey.issue(users["alice"])
     return Seeded(True, key.access_key_id, secret, workspaces["ml-research"].pk)
 

@@ -8,6 +8,8 @@ REDIS_URL (broker and results) and SECRET_KEY.
 import os
 from pathlib import Path
 
+from celery.schedules import crontab
+
 from console.config import database_config, envbool, envint, load_secret_key, redis_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -84,6 +86,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "console.staticfinders.PlotlyFinder",
+]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 # Tests and `runserver` find static files without collectstatic.
@@ -112,6 +119,10 @@ else:
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
         "store_processed": False,
+        # Exchange tables too, or kombu writes them to ./control of whatever directory a process runs in.
+        "control_folder": str(BROKER_DIR / "control"),
+        # Without it kombu writes broadcast/control files into the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
     }
     CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -132,20 +143,8 @@ OPENDLC_MARKET_TICK_S = envint("OPENDLC_MARKET_TICK_S", 60)
 OPENDLC_HEARTBEAT_INTERVAL_S = envint("OPENDLC_HEARTBEAT_INTERVAL_S", 10)
 OPENDLC_NODE_LOST_AFTER_S = envint("OPENDLC_NODE_LOST_AFTER_S", 60)
 OPENDLC_POD_ROOT = Path(os.environ.get("OPENDLC_POD_ROOT", VAR_DIR / "pods"))
-
-# A beat entry that expires is dropped rather than piled up behind a busy worker.
-CELERY_BEAT_SCHEDULE = {
-    "schedule-cycle": {
-        "task": "jobs.tasks.schedule",
-        "schedule": float(OPENDLC_SCHEDULE_INTERVAL_S),
-        "options": {"expires": OPENDLC_SCHEDULE_INTERVAL_S},
-    },
-    "enforce-max-running-time": {
-        "task": "jobs.tasks.enforce_max_running_time",
-        "schedule": 30.0,
-        "options": {"expires": 30},
-    },
-}
+OPENDLC_BILLING_INTERVAL_S = envint("OPENDLC_BILLING_INTERVAL_S", 300)
+OPENDLC_PRICE_REPLAY = os.environ.get("OPENDLC_PRICE_REPLAY", "")  # path:machine_type:region[:speed]
 
 LOGGING = {
     "version": 1,
@@ -154,9 +153,22 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
-# Nodes whose agent stopped sending heartbeats become NotReady and their pods fail (quotas/nodes.py).
-CELERY_BEAT_SCHEDULE["reap-lost-nodes"] = {
-    "task": "nodes.reap_lost",
-    "schedule": float(OPENDLC_HEARTBEAT_INTERVAL_S),
-    "options": {"queue": "default", "expires": float(OPENDLC_HEARTBEAT_INTERVAL_S)},
+
+def _every(task: str, seconds: float, **options) -> dict:
+    # Each entry expires before its next run: a busy worker drops stale ticks instead of
+    # working through a backlog of them.
+    return {"task": task, "schedule": float(seconds), "options": {"expires": float(seconds), **options}}
+
+
+CELERY_BEAT_SCHEDULE = {
+    "schedule-cycle": _every("jobs.tasks.schedule", OPENDLC_SCHEDULE_INTERVAL_S),
+    "enforce-max-running-time": _every("jobs.tasks.enforce_max_running_time", 30),
+    "nodes.reap_lost": _every("nodes.reap_lost", OPENDLC_HEARTBEAT_INTERVAL_S, queue="default"),
+    "spot-market-tick": _every("spot.tasks.market_tick", OPENDLC_MARKET_TICK_S),
+    "spot-bill-today": _every("spot.tasks.bill_today", OPENDLC_BILLING_INTERVAL_S),
+    "spot-close-yesterday": {
+        "task": "spot.tasks.close_yesterday",
+        "schedule": crontab(hour=0, minute=10),
+        "options": {"expires": 3600},
+    },
 }

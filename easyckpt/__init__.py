@@ -1,0 +1,19 @@
+"""EasyCkpt: asynchronous, crash-safe checkpoints for training code running on OpenDLC.
+
+    import easyckpt
+
+    ckpt = easyckpt.Checkpointer(keep=3)          # dir: env OPENDLC_CKPT_DIR or ./checkpoints
+    step, state = ckpt.load_latest() or (0, {"weights": [0.0]})
+    ckpt.install_sigterm_handler(lambda: (step, state))
+    ...
+    ckpt.save(step, state)                        # fast snapshot, durable write in background
+    easyckpt.report_progress(step)                # liveness for the platform's hang detection
+    ckpt.close()
+
+Pure Python; PyTorch is used only when the state holds tensors. Never imports Django or Celery.
+"""
+
+from easyckpt.checkpointer import Checkpointer, CheckpointWriteError
+from easyckpt.progress import read_progress, report_progress
+
+__all__ = ["Checkpointer", "CheckpointWriteError", "read_progress", "report_progress"]

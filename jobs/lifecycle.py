@@ -99,8 +99,9 @@ def apply_report(raw: dict, now=None) -> bool:
 
 
 def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
-    claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=(PodStatus.PENDING, PodStatus.UNKNOWN)).update(
-        status=PodStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(report.at, output_field=DateTimeField())))
+    first_start = Coalesce(F("started_at"), Value(report.at, output_field=DateTimeField()))
+    claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=(PodStatus.PENDING, PodStatus.UNKNOWN)
+                                 ).update(status=PodStatus.RUNNING, started_at=first_start)
     if not claimed:
         return False
     PodEvent.objects.create(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
@@ -123,8 +124,8 @@ def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
     if not claimed:
         return False
     pod.refresh_from_db()
-    PodEvent.objects.create(pod=pod, at=report.at, reason=pod.reason_code or pod.status,
-                            type=PodEvent.Type.NORMAL if pod.status == PodStatus.SUCCEEDED else PodEvent.Type.WARNING,
+    kind = PodEvent.Type.NORMAL if pod.status == PodStatus.SUCCEEDED else PodEvent.Type.WARNING
+    PodEvent.objects.create(pod=pod, at=report.at, reason=pod.reason_code or pod.status, type=kind,
                             message=_finished_message(pod, report))
     request_cycle()  # its capacity is free now
     if pod.current and job.status not in FINAL:
@@ -160,8 +161,10 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
         reason, message = pod.reason_code, f"Resource Preempted: {pod.reason_message}"
     else:
         reason = report.reason or "PodFailed"
-        message = f"Pod {pod.pod_id} failed with exit code {pod.exit_code}" + (f": {report.message}" if report.message else "")
-    messages = dispatch.stop_pods(live_pods(job), dispatch.STOPPED, f"Job failed: {message}", job.termination_grace_s)
+        message = f"Pod {pod.pod_id} failed with exit code {pod.exit_code}"
+        message += f": {report.message}" if report.message else ""
+    messages = dispatch.stop_pods(live_pods(job), dispatch.STOPPED, f"Job failed: {message}",
+                                  job.termination_grace_s)
     dispatch.send_on_commit(messages)
     job.transition(JobStatus.FAILED, reason=reason, message=message, now=report.at)
 
@@ -188,15 +191,17 @@ def finish_stopping(job: Job, now) -> None:
     if job.reason_code == MAX_RUNNING_TIME:
         job.transition(JobStatus.FAILED, reason=MAX_RUNNING_TIME, message=job.reason_message, now=now)
     else:
-        job.transition(JobStatus.STOPPED, reason=job.reason_code or STOPPED_BY_USER, message=job.reason_message, now=now)
+        job.transition(JobStatus.STOPPED, reason=job.reason_code or STOPPED_BY_USER, message=job.reason_message,
+                       now=now)
 
 
 def enforce_max_running_time(now=None) -> int:
     """Stop running jobs past their maximum running time; returns how many were stopped."""
     now = now or timezone.now()
     stopped = 0
-    candidates = Job.objects.filter(status=JobStatus.RUNNING, max_running_time_minutes__isnull=False,
-                                    running_at__isnull=False).values_list("pk", "running_at", "max_running_time_minutes")
+    candidates = Job.objects.filter(
+        status=JobStatus.RUNNING, max_running_time_minutes__isnull=False, running_at__isnull=False,
+    ).values_list("pk", "running_at", "max_running_time_minutes")
     for pk, running_at, minutes in candidates:
         if running_at + timedelta(minutes=minutes) > now:
             continue
@@ -220,12 +225,14 @@ def apply_progress(items: list[dict]) -> int:
         job_id = Pod.objects.filter(pod_id=item.get("pod_id")).values_list("job_id", flat=True).first()
         if job_id is None:
             continue
-        progress_at, checkpoint_at = parse_time(item.get("progress_at")), parse_time(item.get("checkpoint_at"))
+        progress_at = parse_time(item.get("progress_at"))
+        checkpoint_at = parse_time(item.get("checkpoint_at"))
         jobs = Job.objects.filter(pk=job_id)
         if progress_at:
-            changed += jobs.filter(Q(last_progress_at__isnull=True) | Q(last_progress_at__lt=progress_at)).update(
-                last_progress_at=progress_at)
+            newer = Q(last_progress_at__isnull=True) | Q(last_progress_at__lt=progress_at)
+            changed += jobs.filter(newer).update(last_progress_at=progress_at)
         if checkpoint_at:
-            changed += jobs.filter(Q(last_checkpoint_at__isnull=True) | Q(last_checkpoint_at__lt=checkpoint_at)).update(
-                last_checkpoint_at=checkpoint_at, last_checkpoint_step=item.get("step"))
+            newer = Q(last_checkpoint_at__isnull=True) | Q(last_checkpoint_at__lt=checkpoint_at)
+            changed += jobs.filter(newer).update(last_checkpoint_at=checkpoint_at,
+                                                 last_checkpoint_step=item.get("step"))
     return changed

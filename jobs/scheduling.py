@@ -34,6 +34,7 @@ from django.db.models import Avg
 from django.utils import timezone
 
 import scheduler as s
+from scheduler.decisions import OUTBID, STOCK_SHORT
 from jobs import dispatch
 from jobs.models import Job, JobEvent, JobSpec, Pod, Source
 from jobs.states import WAITING, JobStatus, PodStatus
@@ -47,7 +48,7 @@ CYCLE_LOCK_KEY = 0x6F646C63
 COALESCE_S = 1.0
 REQUEST_TTL_S = 30
 SOURCES = {Source.QUOTA: s.SOURCE_QUOTA, Source.SPOT: s.SOURCE_SPOT, Source.PUBLIC: s.SOURCE_PAYG}
-RELEASES = {"outbid": dispatch.SPOT_RELEASED, "stock_short": dispatch.SPOT_RELEASED}
+RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}  # else Preempted
 
 
 def run_cycle(now=None) -> s.Decisions:
@@ -185,7 +186,9 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
 
 
 def _preempt(job_id: str, preemptions: list[s.Preemption], now) -> list[dispatch.Message]:
-    job = Job.objects.get(job_id=job_id)
+    # Lock order for every writer (cycle, reports, stop): the job row, then its pods. Touching the
+    # pods first could deadlock with a pod report for this job holding the job row.
+    job = Job.objects.select_for_update().get(job_id=job_id)
     pods = {p.pod_id: p for p in Pod.objects.filter(pod_id__in=[x.pod_id for x in preemptions]).select_related("node")}
     messages = []
     for p in preemptions:
@@ -213,11 +216,11 @@ def _admit(a: s.Admission, now) -> list[dispatch.Message]:
             raise RuntimeError(f"pod {pl.role}-{pl.index} of job {a.job_id} is not waiting to be bound")
     job.use_oversold_resource = a.use_oversold if job.source == Source.QUOTA else None
     job.wait_reason, job.queue_position = "", None
-    job.transition(JobStatus.ENV_PREPARING, reason="JobAdmitted", message=_admitted(a, job), now=now)
+    job.transition(JobStatus.ENV_PREPARING, reason="JobAdmitted", message=_admitted(a), now=now)
     return dispatch.start_messages(job)
 
 
-def _admitted(a: s.Admission, job: Job) -> str:
+def _admitted(a: s.Admission) -> str:
     where = ", ".join(sorted({p.node for p in a.placements}))
     label = {s.KIND_GUARANTEED: "In Quota", s.KIND_IDLE: "Not in Quota (idle resources, preemptible)",
              s.KIND_SPOT: "on preemptible resources", s.KIND_PAYG: "on public resources"}[a.kind]
@@ -225,12 +228,13 @@ def _admitted(a: s.Admission, job: Job) -> str:
 
 
 def _store_waiting(waiting: tuple[s.WaitReason, ...]) -> None:
-    stored = {jid: (reason, pos) for jid, reason, pos in
-              Job.objects.filter(status__in=WAITING).values_list("job_id", "wait_reason", "queue_position")}
-    for w in waiting:
-        if w.job_id in stored and stored[w.job_id] != (w.message, w.position):  # write only changes
-            Job.objects.filter(job_id=w.job_id, status__in=WAITING).update(wait_reason=w.message,
-                                                                          queue_position=w.position)
+    stored = {jid: (pk, reason, pos) for pk, jid, reason, pos in
+              Job.objects.filter(status__in=WAITING).values_list("pk", "job_id", "wait_reason", "queue_position")}
+    changed = [Job(pk=stored[w.job_id][0], wait_reason=w.message, queue_position=w.position)
+               for w in waiting if w.job_id in stored and stored[w.job_id][1:] != (w.message, w.position)]
+    # Only these two columns, only where they changed, and only while the job still waits (the
+    # filter stays on each UPDATE): a job stopped meanwhile keeps no stale reason.
+    Job.objects.filter(status__in=WAITING).bulk_update(changed, ["wait_reason", "queue_position"], batch_size=500)
 
 
 # ---- requesting cycles ------------------------------------------------------------------------

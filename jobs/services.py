@@ -24,7 +24,7 @@ from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldTy
                          Source)
 from jobs.scheduling import request_cycle
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
-from quotas.models import Membership, Quota, ResourceSpec, ResourceType, Role, Workspace
+from quotas.models import Membership, Quota, ResourceSpec, ResourceType, Role
 from spot.bids import validate_spot_bid
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
@@ -85,7 +85,7 @@ class JobRequest:
 
 def visible_jobs(user):
     """Jobs of the workspaces the user is a member of (any role, viewers included)."""
-    return Job.objects.filter(workspace__memberships__user=user).distinct()
+    return Job.objects.filter(workspace__memberships__user=user)  # one membership per workspace: no duplicates
 
 
 def can_change(user, job: Job) -> bool:

@@ -32,7 +32,7 @@ class NodeState:
 class Scope:
     """A named set of ready nodes (a quota's own nodes, a lending scope, a public pool)."""
 
-    __slots__ = ("key", "names", "by_type", "capacity", "free", "version")
+    __slots__ = ("key", "names", "by_type", "capacity", "free", "version", "released")
 
     def __init__(self, key: tuple, states: list[NodeState]):
         self.key = key
@@ -44,6 +44,7 @@ class Scope:
         self.capacity = [sum(s.node.capacity.as_tuple()[i] for s in states) for i in range(3)]
         self.free = [sum(s.free[i] for s in states) for i in range(3)]
         self.version = 0  # bumps whenever a node in it changes
+        self.released = 0  # bumps whenever a pod on it is preempted: releasing capacity grew
 
     def names_for(self, instance_type: str | None) -> tuple[str, ...]:
         if instance_type is None:
@@ -55,6 +56,7 @@ class CapacityView:
     def __init__(self, nodes: tuple[Node, ...], pods: tuple[RunningPod, ...]):
         self.states = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
         self.scopes: dict[tuple, Scope] = {}
+        self.memo: dict[tuple, object] = {}  # facts keyed by what they depend on
         for pod in sorted(pods, key=lambda p: p.pod_id):
             if pod.node in self.states:
                 self._hold(self.states[pod.node], pod)
@@ -120,8 +122,9 @@ class CapacityView:
     def release(self, pod: RunningPod) -> None:
         """A victim chosen this cycle: its capacity is releasing, not free."""
         state = self.states[pod.node]
-        state.pods.remove(pod)
+        state.pods = [p for p in state.pods if p is not pod]  # identity: eq compares fields
         state.terminating.append(pod)
         self._to_releasing(state, pod.resources)
         for scope in state.scopes:
             scope.version += 1
+            scope.released += 1

@@ -10,7 +10,7 @@ from .capacity import CapacityView, Scope
 from .decisions import (GANG_DOES_NOT_FIT, NEVER_FITS, NO_IDLE_CAPACITY, NO_STOCK,
                         PARENT_QUOTA_FULL, QUOTA_FULL)
 from .model import KIND_IDLE, PendingJob
-from .placement import never_fits
+from .placement import never_fits_cached
 from .quota_tree import QuotaTree
 from .resources import Resources, fmt_dim
 
@@ -31,23 +31,32 @@ def quota_full(tree: QuotaTree, qid: str, need: Resources) -> tuple[str, str] | 
 
 
 def no_room(view: CapacityView, scope: Scope, job: PendingJob, need: Resources, where: str,
-            short_code: str = NO_IDLE_CAPACITY) -> tuple[str, str]:
+            short_code: str = NO_IDLE_CAPACITY, short_text: str = "No idle capacity in",
+            ) -> tuple[str, str]:
     """Why the gang does not fit the free capacity of a scope."""
     for req in job.pods:
-        if never_fits(view, scope, req):
+        if never_fits_cached(view, scope, req, view.memo):
             return NEVER_FITS, (f"Pod {req.role}-{req.index} needs {req.resources.describe()}"
                                 f"{_of_type(req.instance_type)}, more than any node of {where}")
     free = Resources(*scope.free)
     dim = need.first_short(free)
     if dim:
-        return short_code, (f"Not enough free capacity in {where}: "
+        return short_code, (f"{short_text} {where}: "
                             f"{fmt_dim(dim, getattr(free, dim))} free of "
                             f"{fmt_dim(dim, scope.capacity[_index(dim)])}, "
                             f"this job needs {fmt_dim(dim, getattr(need, dim))}")
-    largest = max((view.states[n].free[0] for n in scope.names), default=0)
+    largest = largest_free_gpus(view, scope)
     return GANG_DOES_NOT_FIT, (f"The gang of {len(job.pods)} pod(s) ({need.gpu} GPU) does not "
                                f"fit any set of nodes of {where}: {free.gpu} GPU free in total "
                                f"but at most {largest} GPU free on one node")
+
+
+def largest_free_gpus(view: CapacityView, scope: Scope) -> int:
+    key = ("largest", scope.key, scope.version)
+    found = view.memo.get(key)
+    if found is None:
+        found = view.memo[key] = max((view.states[n].free[0] for n in scope.names), default=0)
+    return found
 
 
 def lent_out(view: CapacityView, scope: Scope) -> Resources:
@@ -63,9 +72,8 @@ def lent_out(view: CapacityView, scope: Scope) -> Resources:
 
 def no_stock(view: CapacityView, scope: Scope, job: PendingJob, need: Resources,
              itype: str) -> tuple[str, str]:
-    code, msg = no_room(view, scope, job, need, f"the public pool of {itype}", NO_STOCK)
-    if code != NO_STOCK:
-        msg = f"No stock: {msg}"
+    code, msg = no_room(view, scope, job, need, f"the public pool of {itype}", NO_STOCK,
+                        "No stock in")
     return NO_STOCK, msg
 
 

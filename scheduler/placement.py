@@ -27,15 +27,21 @@ def best_fit(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
              trial: dict[str, Avail]) -> tuple[str, Avail] | None:
     """The best node for one pod, given availability already changed by `trial`."""
     g, c, m = req.resources.as_tuple()
+    states = view.states
     best = None
     for name in scope.names_for(req.instance_type):
-        avail = trial.get(name) or base_avail(view, name, combined)
-        left = (avail[0] - g, avail[1] - c, avail[2] - m)
-        if left[0] < 0 or left[1] < 0 or left[2] < 0:
+        avail = trial.get(name)
+        if avail is None:
+            # Inlined base_avail: this loop is the hot path of a cycle.
+            state = states[name]
+            avail = state.combined() if combined else state.free
+        left_gpu = avail[0] - g
+        if left_gpu < 0 or avail[1] < c or avail[2] < m:
             continue
-        if best is None or (left, name) < best:
-            best = (left, name)
-    return None if best is None else (best[1], best[0])
+        key = (left_gpu, avail[1] - c, avail[2] - m, name)
+        if best is None or key < best:
+            best = key
+    return None if best is None else (best[3], best[:3])
 
 
 def place_gang(view: CapacityView, scope: Scope, requests: tuple[PodRequest, ...],
@@ -65,3 +71,57 @@ def never_fits(view: CapacityView, scope: Scope, req: PodRequest) -> bool:
     need = req.resources
     return not any(need.fits(view.states[n].node.capacity)
                    for n in scope.names_for(req.instance_type))
+
+
+Shape = tuple[tuple[str, tuple[int, int, int]], ...]
+
+
+class FailedShapes:
+    """Gang shapes that did not fit, per cache key (a scope and what capacity was counted).
+
+    Within one key capacity only shrinks, so a gang that failed fails again, and so does any
+    gang at least as big: as many pods or more, each at least as large, of the same instance
+    type. Remembering that lets a cycle skip most of 10,000 jobs in a few dictionary lookups.
+    """
+
+    def __init__(self):
+        self._exact: set[tuple] = set()
+        # (key, instance type) -> minimal failed uniform gangs: (pod count, gpu, cpu, mem)
+        self._uniform: dict[tuple, list[tuple[int, int, int, int]]] = {}
+
+    def known(self, key: tuple, shape: Shape) -> bool:
+        if (key, shape) in self._exact:
+            return True
+        uniform = _uniform(shape)
+        if uniform is None:
+            return False
+        itype, (g, c, m), count = uniform
+        for n, fg, fc, fm in self._uniform.get((key, itype), ()):
+            if n <= count and fg <= g and fc <= c and fm <= m:
+                return True
+        return False
+
+    def add(self, key: tuple, shape: Shape) -> None:
+        self._exact.add((key, shape))
+        uniform = _uniform(shape)
+        if uniform is not None:
+            itype, (g, c, m), count = uniform
+            kept = [f for f in self._uniform.get((key, itype), ())
+                    if not (count <= f[0] and g <= f[1] and c <= f[2] and m <= f[3])]
+            self._uniform[(key, itype)] = kept + [(count, g, c, m)]
+
+
+def _uniform(shape: Shape):
+    """(instance type, resources, count) when every pod of the gang is alike, else None."""
+    if not shape or any(item != shape[0] for item in shape):
+        return None
+    return shape[0][0], shape[0][1], len(shape)
+
+
+def never_fits_cached(view: CapacityView, scope: Scope, req: PodRequest,
+                      memo: dict[tuple, bool]) -> bool:
+    key = (scope.key, req.instance_type, req.resources.as_tuple())
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = never_fits(view, scope, req)
+    return found

@@ -27,9 +27,19 @@ Public API (all importable from `scheduler`):
       waiting:     WaitReason(job_id, status 'Queuing'|'Bidding', code, message, queue,
                    position, waiting_for_pods) for every pending job not admitted.
 
+      Codes are constants in scheduler.decisions (QUOTA_FULL, PARENT_QUOTA_FULL,
+      QUOTA_NODES_BUSY, NO_IDLE_CAPACITY, GANG_DOES_NOT_FIT, NEVER_FITS,
+      WAITING_FOR_TERMINATION, HELD_BEHIND_HEAD, BID_BELOW_PRICE, NO_STOCK, UNKNOWN_QUOTA).
+      Decisions.admission(job_id) / wait_reason(job_id) look one job up.
+
 The integrator applies the decisions in one transaction: bind admitted pods to their nodes and
-GPU indices, mark preempted pods terminating (they stay in the next snapshot with
-terminating=True until they are gone), and store each waiting job's reason and position.
+GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in later snapshots;
+set protection_until for spot), mark preempted pods terminating (they must stay in the next
+snapshots with terminating=True until they are gone, or the cycle would preempt again), and
+store each waiting job's reason and position. Nothing is reserved across cycles: a job that
+waits for terminating pods competes for them next cycle in the normal order (lenders' jobs
+go before only-idle jobs, but an Acceptable job of another quota ordered earlier may borrow
+the freed capacity and be reclaimed in turn after its quota's min_runtime_s).
 
 The cycle, in numbered steps (see Cycle.run):
   1. Index the snapshot: quota tree and usage, free capacity per node, scopes.
@@ -57,8 +67,8 @@ from .explain import lent_out, no_room, no_stock, quota_full
 from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT,
                     SOURCE_PAYG, SOURCE_SPOT, STRICT_FIFO, PendingJob, Quota, RunningPod,
                     Snapshot)
-from .placement import place_gang
-from .preemption import find_victims, reclaim_order, stock_order
+from .placement import FailedShapes, place_gang
+from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
 from .resources import Resources, total
 from .spot import bid_problem, outbid_releases, releasable
@@ -102,11 +112,14 @@ class Cycle:
         self.queues = self._build_queues(snapshot.jobs)
         self.admissions: list[Admission] = []
         self.preemptions: list[Preemption] = []
-        self.waiting: dict[str, WaitReason] = {}
-        self.failed: set[tuple] = set()  # (scope, shape, mode, ...) that did not fit
-        self.epoch = 0  # bumps with every preemption: releasing capacity grew
+        self.waiting: dict[str, tuple] = {}  # job id -> (code, message, waiting_for)
+        self.failed = FailedShapes()
         self.shapes: dict[str, tuple] = {}
+        self.needs: dict[str, Resources] = {}
         self.reason_cache: dict[tuple, tuple[str, str]] = {}
+        self.reclaim_candidates: dict[tuple, Candidates] = {}
+        self.quota_scopes: dict[str, tuple[Scope, Scope]] = {}
+        self.stock_candidates: Candidates | None = None
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
         queues: dict[str, list[PendingJob]] = {}
@@ -140,8 +153,9 @@ class Cycle:
 
     def _pool_scope(self, job: PendingJob) -> tuple[Scope, str]:
         itype = pool_type(job)
-        nodes = [n for n in self.public if itype == "*" or n.instance_type == itype]
-        return self.view.scope(("pool", itype), nodes), itype
+        scope = self.view.scopes.get(("pool", itype)) or self.view.scope(
+            ("pool", itype), [n for n in self.public if itype in ("*", n.instance_type)])
+        return scope, itype
 
     # ---- step 3 and 4: the public pool ---------------------------------------------------
 
@@ -169,16 +183,11 @@ class Cycle:
                                                       itype))
             self._wait(job, code, msg)
 
-    def _stock_candidates(self):
-        memo: dict[str, list] = {}
-
-        def candidates(name: str):
-            if name not in memo:
-                memo[name] = sorted((stock_order(p, self.now), p)
-                                    for p in self.view.states[name].pods
-                                    if releasable(p, self.now))
-            return memo[name]
-        return candidates
+    def _stock_candidates(self) -> Candidates:
+        if self.stock_candidates is None:
+            self.stock_candidates = Candidates(self.view, lambda p: releasable(p, self.now),
+                                               lambda p: stock_order(p, self.now))
+        return self.stock_candidates
 
     def _stock_reason(self, pod: RunningPod, job: PendingJob) -> PreemptionReason:
         msg = (f"Stock short: pay-as-you-go job {job.job_id} needs the inventory of "
@@ -214,7 +223,7 @@ class Cycle:
         return quota is not None and quota.queue_strategy == STRICT_FIFO
 
     def _hold_behind(self, head: PendingJob, rest: list[PendingJob]) -> None:
-        why = self.waiting[head.job_id].message
+        why = self.waiting[head.job_id][1]
         for job in rest:
             self._wait(job, HELD_BEHIND_HEAD,
                        f"Held behind job {head.job_id}, the head of the StrictFIFO queue of "
@@ -225,30 +234,43 @@ class Cycle:
         if quota is None:
             self._wait(job, UNKNOWN_QUOTA, f"Quota {job.quota_id!r} does not exist")
             return False
-        own = self.view.scope(("quota", quota.id), self.tree.nodes_of.get(quota.id, []))
-        key = self.tree.idle_scope_key(quota.id)
-        idle = self.view.scope(("idle",) + key, self.tree.idle_scope_nodes(key))
+        own, idle = self._quota_scopes(quota)
         in_quota, borrow = job.oversold_type != FORCE, job.oversold_type != FORBIDDEN
-        if in_quota and self._try_admit(job, own, KIND_GUARANTEED):
+        # With the guarantee used up, reclaiming idle pods cannot help: only preempting the
+        # quota's own lower-priority pods could.
+        room = self.tree.short_quota(quota.id, self._need(job)) is None
+        if in_quota and room and self._try_admit(job, own, KIND_GUARANTEED):
             return True
         if borrow and self._try_admit(job, idle, KIND_IDLE):
             return True
-        if in_quota and self._wait_for_capacity(job, own, self._reclaim_candidates(job, quota),
-                                                self._reclaim_reason(quota)):
+        prio = job.priority if quota.allow_priority_preemption else 0
+        if in_quota and (room or prio) and self._wait_for_capacity(
+                job, own, self._reclaim_candidates(job, quota), self._reclaim_reason(quota),
+                prio):
             return False
         self._explain_quota_wait(job, quota, own, idle, in_quota, borrow)
         return False
 
-    def _reclaim_candidates(self, job: PendingJob, quota: Quota):
-        memo: dict[str, list] = {}
+    def _quota_scopes(self, quota: Quota) -> tuple[Scope, Scope]:
+        """The quota's own nodes (rule 1) and its lending scope (rule 2), built once."""
+        found = self.quota_scopes.get(quota.id)
+        if found is None:
+            own = self.view.scope(("quota", quota.id), self.tree.nodes_of.get(quota.id, []))
+            key = ("idle",) + self.tree.idle_scope_key(quota.id)
+            idle = self.view.scopes.get(key) or self.view.scope(
+                key, self.tree.idle_scope_nodes(key[1:]))
+            found = self.quota_scopes[quota.id] = (own, idle)
+        return found
 
-        def candidates(name: str):
-            if name not in memo:
-                memo[name] = sorted((reclaim_order(p, quota.id, self.now), p)
-                                    for p in self.view.states[name].pods
-                                    if self._may_preempt(p, job, quota))
-            return memo[name]
-        return candidates
+    def _reclaim_candidates(self, job: PendingJob, quota: Quota) -> Candidates:
+        """Shared by all jobs of the quota (of one priority, under priority preemption)."""
+        key = (quota.id, job.priority if quota.allow_priority_preemption else 0)
+        found = self.reclaim_candidates.get(key)
+        if found is None:
+            found = self.reclaim_candidates[key] = Candidates(
+                self.view, lambda p: self._may_preempt(p, job, quota),
+                lambda p: reclaim_order(p, quota.id, self.now))
+        return found
 
     def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota) -> bool:
         """Idle pods past their quota's minimum runtime; with priority preemption also the
@@ -277,7 +299,7 @@ class Cycle:
             parts.append(quota_full(self.tree, quota.id, need) or self._cached_reason(
                 job, own, "own", lambda: self._own_room(job, own, quota, need)))
         if borrow:
-            where = f"the idle capacity of {self.tree.describe_scope(idle.key[1:])}"
+            where = self.tree.describe_scope(idle.key[1:])
             parts.append(self._cached_reason(
                 job, idle, "idle", lambda: no_room(self.view, idle, job, need, where)))
         code = parts[0][0]
@@ -288,17 +310,19 @@ class Cycle:
 
     def _own_room(self, job, own, quota, need) -> tuple[str, str]:
         code, msg = no_room(self.view, own, job, need, f"the nodes of quota {quota.id}",
-                            QUOTA_NODES_BUSY)
+                            QUOTA_NODES_BUSY, "Not enough free capacity on")
         lent = lent_out(self.view, own)
         if lent.gpu or lent.cpu_m:
-            msg += (f"; idle jobs that cannot be reclaimed yet hold {lent.describe()} "
-                    f"of them")
+            msg += f"; idle jobs hold {lent.describe()} of them"
         return code, msg
 
     # ---- admitting, waiting, preempting ----------------------------------------------------
 
     def _need(self, job: PendingJob) -> Resources:
-        return total(p.resources for p in job.pods)
+        need = self.needs.get(job.job_id)
+        if need is None:
+            need = self.needs[job.job_id] = total(p.resources for p in job.pods)
+        return need
 
     def _shape(self, job: PendingJob) -> tuple:
         shape = self.shapes.get(job.job_id)
@@ -310,14 +334,12 @@ class Cycle:
     def _try_admit(self, job: PendingJob, scope: Scope, kind: str) -> bool:
         """Admit the job on free capacity of `scope`. Free capacity only shrinks during a
         cycle, so a shape that failed in a scope fails again: remember it and skip."""
-        if kind == KIND_GUARANTEED and self.tree.short_quota(job.quota_id, self._need(job)):
-            return False
-        key = (scope.key, self._shape(job), "free")
-        if key in self.failed:
+        key = (scope.key, "free")
+        if self.failed.known(key, self._shape(job)):
             return False
         placed = place_gang(self.view, scope, job.pods)
         if placed is None:
-            self.failed.add(key)
+            self.failed.add(key, self._shape(job))
             return False
         self._admit(job, placed, kind)
         return True
@@ -333,19 +355,25 @@ class Cycle:
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))
 
-    def _wait_for_capacity(self, job, scope, candidates, reason) -> bool:
+    def _wait_for_capacity(self, job, scope, candidates, reason, prio: int = 0) -> bool:
         """Reserve capacity that terminating pods will free; if that is not enough, preempt
         the fewest victims that make the job fit. Either way the job waits this cycle, and
         while its victims terminate the next cycle finds them here and preempts nothing more.
         """
-        key = (scope.key, self._shape(job), self.epoch)
+        shape = self._shape(job)
+        # A victim search that failed stays failed: a preemption since then only moved
+        # capacity from candidates to releasing. A releasing-only fit may appear, though.
+        victims_key = (scope.key, "victims", prio)
+        if self.failed.known(victims_key, shape):
+            return False
+        combined_key = (scope.key, "combined", scope.released)
         placed = None
-        if key + ("combined",) not in self.failed:
+        if not self.failed.known(combined_key, shape):
             placed = place_gang(self.view, scope, job.pods, combined=True)
             if placed is None:
-                self.failed.add(key + ("combined",))
+                self.failed.add(combined_key, shape)
         if placed is None:
-            placed = self._preempt_for(job, scope, candidates, reason)
+            placed = self._preempt_for(job, scope, candidates, reason, victims_key)
         if placed is None:
             return False
         waiting_for = self._terminating_needed(placed)
@@ -356,13 +384,10 @@ class Cycle:
                    waiting_for)
         return True
 
-    def _preempt_for(self, job, scope, candidates, reason):
-        key = (scope.key, self._shape(job), self.epoch, "victims", job.quota_id, job.priority)
-        if key in self.failed:
-            return None
+    def _preempt_for(self, job, scope, candidates, reason, key):
         victims = find_victims(self.view, scope, job.pods, candidates)
         if not victims:
-            self.failed.add(key)
+            self.failed.add(key, self._shape(job))
             return None
         for pod in victims:
             self._preempt(pod, reason(pod, job))
@@ -384,7 +409,6 @@ class Cycle:
 
     def _preempt(self, pod: RunningPod, reason: PreemptionReason) -> None:
         self.view.release(pod)
-        self.epoch += 1
         self.preemptions.append(Preemption(pod.pod_id, pod.job_id, pod.node, reason))
 
     def _cached_reason(self, job, scope: Scope, tag: str, compute) -> tuple[str, str]:
@@ -395,9 +419,7 @@ class Cycle:
         return found
 
     def _wait(self, job: PendingJob, code: str, message: str, waiting_for: int = 0) -> None:
-        status = BIDDING if job.source == SOURCE_SPOT else QUEUING
-        self.waiting[job.job_id] = WaitReason(job.job_id, status, code, message,
-                                              queue_of(job), 0, waiting_for)
+        self.waiting[job.job_id] = (code, message, waiting_for)
 
     # ---- step 6 ----------------------------------------------------------------------------
 
@@ -406,17 +428,15 @@ class Cycle:
         for name, jobs in self.queues.items():
             position = 0
             for job in jobs:
-                reason = self.waiting.get(job.job_id)
-                if reason is not None:
+                found = self.waiting.get(job.job_id)
+                if found is not None:
                     position += 1
-                    waiting.append(_with_position(reason, position))
+                    code, message, waiting_for = found
+                    status = BIDDING if job.source == SOURCE_SPOT else QUEUING
+                    waiting.append(WaitReason(job.job_id, status, code, message, name,
+                                              position, waiting_for))
         return Decisions(
             admissions=tuple(sorted(self.admissions, key=lambda a: a.job_id)),
             preemptions=tuple(sorted(self.preemptions, key=lambda p: p.pod_id)),
             waiting=tuple(waiting),
         )
-
-
-def _with_position(reason: WaitReason, position: int) -> WaitReason:
-    return WaitReason(reason.job_id, reason.status, reason.code, reason.message, reason.queue,
-                      position, reason.waiting_for_pods)

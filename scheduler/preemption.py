@@ -16,7 +16,29 @@ from .capacity import CapacityView, Scope
 from .model import KIND_IDLE, PodRequest, RunningPod
 from .placement import largest_first, place_gang
 
-Candidates = Callable[[str], list[tuple[tuple, RunningPod]]]
+Ranked = list[tuple[tuple, RunningPod]]
+
+
+class Candidates:
+    """Possible victims per node, in victim order, with their total capacity.
+
+    Built lazily per node and rebuilt only when a pod on that node has been preempted (the
+    node's list of terminating pods grew), so jobs of one quota share the work.
+    """
+
+    def __init__(self, view: CapacityView, eligible: Callable[[RunningPod], bool],
+                 order: Callable[[RunningPod], tuple]):
+        self.view, self.eligible, self.order = view, eligible, order
+        self._memo: dict[str, tuple[int, Ranked, tuple[int, int, int]]] = {}
+
+    def __call__(self, name: str) -> tuple[Ranked, tuple[int, int, int]]:
+        state = self.view.states[name]
+        hit = self._memo.get(name)
+        if hit is None or hit[0] != len(state.terminating):
+            ranked = sorted((self.order(p), p) for p in state.pods if self.eligible(p))
+            hit = self._memo[name] = (len(state.terminating), ranked,
+                                      tuple(_sum(p for _, p in ranked)))
+        return hit[1], hit[2]
 
 
 def reclaim_order(pod: RunningPod, lender_quota: str, now: datetime) -> tuple:
@@ -49,8 +71,13 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     taken: set[str] = set()
     for req in largest_first(requests):
         best = None
+        g, c, m = req.resources.as_tuple()
         for name in scope.names_for(req.instance_type):
-            option = _node_option(view, name, req, trial, candidates(name), taken)
+            cands, most = candidates(name)
+            avail = trial.get(name) or view.states[name].combined()
+            if avail[0] + most[0] < g or avail[1] + most[1] < c or avail[2] + most[2] < m:
+                continue  # even every candidate on this node would not make room
+            option = _node_option(name, req, avail, cands, taken)
             if option is not None and (best is None or option[0] < best[0]):
                 best = option
         if best is None:
@@ -62,24 +89,64 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     return _drop_unneeded(view, scope, requests, sorted(chosen, key=lambda kp: kp[0]))
 
 
-def _node_option(view, name, req, trial, cands, taken):
+def _node_option(name, req, avail, cands, taken):
     """How to fit `req` on node `name`: (sort key, victims needed, availability left) or None."""
-    state = view.states[name]
-    avail = list(trial.get(name) or state.combined())
     need = req.resources.as_tuple()
-    needed = []
-    for key, pod in cands:
-        if all(need[i] <= avail[i] for i in range(3)):
-            break
-        if pod.pod_id in taken:
-            continue
-        needed.append((key, pod))
-        for i, amount in enumerate(pod.resources.as_tuple()):
-            avail[i] += amount
-    left = tuple(avail[i] - need[i] for i in range(3))
-    if min(left) < 0:
+    deficit = tuple(max(0, need[i] - avail[i]) for i in range(3))
+    needed = _fewest_covering([kp for kp in cands if kp[1].pod_id not in taken], deficit)
+    if needed is None:
         return None
+    freed = _sum(p for _, p in needed)
+    left = tuple(avail[i] + freed[i] - need[i] for i in range(3))
     return (len(needed), tuple(k for k, _ in needed), left, name), needed, left
+
+
+def _fewest_covering(cands, deficit):
+    """The fewest candidates whose capacity covers `deficit`, earliest in victim order.
+
+    The k largest pods decide the smallest k that can work; then each slot takes the earliest
+    candidate that still lets the remaining slots finish the job.
+    """
+    if not any(deficit):
+        return []
+    k = _smallest_count(cands, deficit)
+    if k is None:
+        return None
+    chosen, rest = [], list(cands)
+    for slot in range(k, 0, -1):
+        for i, (key, pod) in enumerate(rest):
+            left = _minus(deficit, pod.resources.as_tuple())
+            others = rest[:i] + rest[i + 1:]
+            if not any(left) or _smallest_count(others, left, limit=slot - 1) is not None:
+                chosen.append((key, pod))
+                deficit, rest = left, others
+                break
+    return chosen if not any(deficit) else None
+
+
+def _smallest_count(cands, deficit, limit=None):
+    """How many of the largest candidates cover `deficit` (None if not within `limit`)."""
+    if not any(deficit):
+        return 0
+    by_size = sorted(cands, key=lambda kp: tuple(-x for x in kp[1].resources.as_tuple()))
+    acc = deficit
+    for count, (_, pod) in enumerate(by_size[:limit], start=1):
+        acc = _minus(acc, pod.resources.as_tuple())
+        if not any(acc):
+            return count
+    return None
+
+
+def _minus(deficit, amounts):
+    return tuple(max(0, deficit[i] - amounts[i]) for i in range(3))
+
+
+def _sum(pods):
+    out = [0, 0, 0]
+    for pod in pods:
+        for i, amount in enumerate(pod.resources.as_tuple()):
+            out[i] += amount
+    return out
 
 
 def _drop_unneeded(view, scope, requests, chosen):

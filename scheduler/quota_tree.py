@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .model import ECS, KIND_GUARANTEED, LINGJUN, Node, Quota, RunningPod
+from .model import KIND_GUARANTEED, LINGJUN, Node, Quota, RunningPod
 from .resources import ZERO, Resources
 
 
@@ -63,9 +63,10 @@ class QuotaTree:
         Returns (quota id, dimension) or None when every level has room.
         """
         for q in self.chain(qid):
-            dim = (self.usage[q] + need).first_short(self.guarantee[q])
-            if dim:
-                return q, dim
+            used, limit = self.usage[q], self.guarantee[q]
+            if (used.gpu + need.gpu > limit.gpu or used.cpu_m + need.cpu_m > limit.cpu_m
+                    or used.mem_mib + need.mem_mib > limit.mem_mib):
+                return q, (used + need).first_short(limit)
         return None
 
     def idle_scope_key(self, qid: str) -> tuple:
@@ -93,6 +94,3 @@ class QuotaTree:
             return f"quota tree {key[1]}"
         return f"Lingjun quotas of tenant {key[1]} ({', '.join(key[2]) or 'no nodes'})"
 
-
-def resource_type_of(quota: Quota) -> str:
-    return LINGJUN if quota.resource_type == LINGJUN else ECS

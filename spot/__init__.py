@@ -1,0 +1,16 @@
+"""The spot market: prices, price history, inventory, bids and billing.
+
+Pure modules (no Django; tested alone and benchmarked by bench/spot_market.py): market (price
+engine), pricesource (model or replayed history), inventory (SpotStockStatus), bids (SpotSpec
+rules), billing (per-minute daily bills). All prices are Decimal per node-minute.
+
+What other apps call:
+    spot.market_state.current_markets(now) -> {instance_type: Market(price, avg_last_hour, stock_status)}
+    spot.market_state.spot_offers(now) -> [SpotOffer]            ListEcsSpecs, the spec picker
+    spot.market_state.price_history(instance_type, start, end)   History Price, GetSpotPriceHistory
+    spot.validation.spot_job_errors(job_specs, resource_type=, user_vpc=) -> [{"field", "message"}]
+    spot.bills.bill_jobs(days, now) -> [DailyBill];  spot.bills.job_cost(job)
+    spot.ticker.market_tick(now) -> [PriceHistory]
+    spot.backfill.backfill_history(days, now) -> rows written
+Celery: spot.tasks.market_tick, spot.tasks.bill_today, spot.tasks.close_yesterday.
+"""

@@ -2,7 +2,9 @@
 
 Rules (DESIGN rule 8 and the PAI spot page):
 
-- Prices are hourly (the unit of on-demand and market prices); one minute costs price / 60.
+- Prices are per node-minute (the unit of ResourceSpec.on_demand_price_per_minute and
+  PriceHistory.price): one charged minute costs its price, no conversion anywhere. Pages show a
+  per-hour figure by multiplying by 60.
 - Per-minute billing, no proration: every clock minute [hh:mm:00, hh:mm+1:00) in which a pod was
   running for any part is charged in full. A pod running 10:00:30-10:02:10 pays 3 minutes. A pod
   is charged a minute once even if its intervals overlap or touch inside it.
@@ -58,7 +60,7 @@ class DailyBill:
 
 @dataclass(frozen=True)
 class PriceSeries:
-    """Hourly prices by minute, each held until the next entry."""
+    """Per-minute prices by minute, each held until the next entry."""
 
     prices: Mapping[datetime, Decimal]
     _minutes: tuple[datetime, ...] = field(init=False, repr=False, compare=False)
@@ -91,13 +93,13 @@ def charged_minutes(intervals: Iterable[tuple[datetime, datetime]]) -> list[date
 @dataclass
 class _Tally:
     minutes: int = 0
-    hourly_sum: Decimal = Decimal(0)
-    on_demand_hourly_sum: Decimal = Decimal(0)
+    amount: Decimal = Decimal(0)
+    on_demand_amount: Decimal = Decimal(0)
 
 
-def _per_minute(hourly_sum: Decimal) -> Decimal:
-    # Divide the sum once, then round once: no rounding drift across a day of minutes.
-    return (hourly_sum / 60).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+def _rounded(total: Decimal) -> Decimal:
+    # Sum exactly, round once: no rounding drift across a day of minutes.
+    return total.quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
 
 
 def _tally(usages, on_demand_prices, spot_prices) -> dict[tuple, _Tally]:
@@ -108,8 +110,8 @@ def _tally(usages, on_demand_prices, spot_prices) -> dict[tuple, _Tally]:
             price = spot_prices[usage.instance_type].at(minute) if usage.pay_type == SPOT else on_demand
             tally = tallies[(usage.job_id, usage.instance_type, minute.date(), usage.pay_type)]
             tally.minutes += 1
-            tally.hourly_sum += price
-            tally.on_demand_hourly_sum += on_demand
+            tally.amount += price
+            tally.on_demand_amount += on_demand
     return tallies
 
 
@@ -125,6 +127,6 @@ def daily_bills(
             raise ValueError(f"pay_type must be {SPOT!r} or {POSTPAID!r}, got {usage.pay_type!r}")
     bills = []
     for (job_id, instance_type, day, pay_type), t in sorted(_tally(usages, on_demand_prices, spot_prices).items()):
-        amount, on_demand_amount = _per_minute(t.hourly_sum), _per_minute(t.on_demand_hourly_sum)
+        amount, on_demand_amount = _rounded(t.amount), _rounded(t.on_demand_amount)
         bills.append(DailyBill(job_id, instance_type, day, pay_type, t.minutes, amount, on_demand_amount, on_demand_amount - amount))
     return bills

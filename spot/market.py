@@ -176,7 +176,7 @@ def initial_state(obs: PoolObservation | None = None, params: MarketParams = DEF
 
 
 def market_price(ratio: Decimal, on_demand_price: Decimal) -> Decimal:
-    """The spot price (same unit as on_demand_price, e.g. per hour) for a ratio."""
+    """The spot price for a ratio, in the unit of on_demand_price (per node-minute in the platform)."""
     return (clamp_ratio(ratio) * on_demand_price).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
 
 

@@ -20,6 +20,11 @@ class PriceHistory(models.Model):
     price = models.DecimalField(max_digits=12, decimal_places=6)
     stock_status = models.CharField(max_length=16, choices=StockStatus.choices, default=StockStatus.WITH_STOCK)
     utilization = models.FloatField(default=0.0)
+    # The price engine's state after this tick, so the next tick continues from the last row.
+    # Empty on rows written by hand (tests, imports): then ratio = price / on-demand and the
+    # smoothed utilization is the raw one.
+    ratio = models.DecimalField(max_digits=8, decimal_places=6, null=True, blank=True)
+    smoothed_utilization = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["spec", "at"]

@@ -62,13 +62,16 @@ class ReplayPriceSource:
     History time is mapped onto our ticks: our tick ``start_tick`` is the first change point, and
     each of our ticks advances history by ``speed`` ticks (speed=1440 replays a history day per
     minute; the GCP list prices change only every few weeks). Before the first point the first
-    ratio holds, after the last the last one does.
+    ratio holds, after the last the last one does — unless ``loop``: then the last ratio holds
+    for the mean gap between change points and history starts over at the first one, so a
+    finite history drives a pool forever.
     """
 
     points: Sequence[ChangePoint]
     start_tick: int
     speed: int = 1
     params: MarketParams = DEFAULT_PARAMS
+    loop: bool = False
     _ticks: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -77,7 +80,11 @@ class ReplayPriceSource:
         object.__setattr__(self, "_ticks", tuple(p.tick for p in self.points))
 
     def ratio_at(self, tick: int) -> Decimal:
-        history_tick = self.points[0].tick + (tick - self.start_tick) * self.speed
+        offset = (tick - self.start_tick) * self.speed
+        if self.loop and len(self.points) > 1:
+            span = self.points[-1].tick - self.points[0].tick
+            offset %= span + span // (len(self.points) - 1)
+        history_tick = self.points[0].tick + offset
         index = bisect.bisect_right(self._ticks, history_tick) - 1
         return self.points[max(index, 0)].ratio
 

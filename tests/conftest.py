@@ -6,8 +6,9 @@ from console import demo
 
 @pytest.fixture
 def demo_cluster(db):
-    """The seeded demo: tenant, workspaces, quotas with nodes, public pool, alice/bob/charlie."""
-    return demo.seed()
+    """The seeded demo (tenant, workspaces, quotas with nodes, public pool, alice/bob/charlie),
+    without the week of price history: tests write the prices they assert on."""
+    return demo.seed(price_history=False)
 
 
 @pytest.fixture

@@ -110,6 +110,10 @@ class make_pod:  # noqa: N801
         self._gpus = n
         return self
 
+    def gpu_indices(self, *ids):
+        self._kw["gpu_indices"] = tuple(ids)
+        return self
+
     def idle(self):
         self._kw["kind"] = KIND_IDLE
         return self

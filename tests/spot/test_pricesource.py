@@ -60,6 +60,17 @@ def test_a_replay_holds_the_first_ratio_before_and_the_last_after_the_history(ti
     assert replay.ratio_at(10**9) == Decimal("0.1")
 
 
+def test_a_looping_replay_starts_over_after_its_last_change_point(tiny_history):
+    points = load_gcp_history(tiny_history, "a2-highgpu-1g", "us-central1")
+    replay = ReplayPriceSource(points, start_tick=0, loop=True)
+    # 4 points over 4 days: the last ratio holds the mean gap, 4 days / 3 = 1920 minutes
+    period = 4 * 1440 + 1920
+    assert replay.ratio_at(4 * 1440) == Decimal("0.1")
+    assert replay.ratio_at(period - 1) == Decimal("0.1")
+    assert replay.ratio_at(period) == Decimal("0.5")
+    assert replay.ratio_at(period + 23 * 60) == Decimal("0.75")
+
+
 def test_a_faster_replay_covers_a_history_day_per_minute(tiny_history):
     replay = ReplayPriceSource(load_gcp_history(tiny_history, "a2-highgpu-1g", "us-central1"), start_tick=0, speed=1440)
     assert [replay.ratio_at(t) for t in range(5)] == [Decimal(x) for x in ("0.5", "0.75", "0.25", "0.25", "0.1")]

@@ -1,0 +1,238 @@
+"""The console's forms. The Create Job form checks shape only (types, allowed choices, what the
+chosen Source needs); the rules of the domain (VPC for Lingjun spot, quota limits, ...) are
+jobs.services.create_job's, and its field errors are put back next to the inputs by
+`apply_service_errors`.
+"""
+
+import re
+from decimal import Decimal
+
+from django import forms
+from django.forms import formset_factory
+
+from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
+from quotas.models import Node, Quota, ResourceSpec, ResourceType
+
+DISCOUNTS = [(f"0.{n}", f"{n}0%") for n in range(1, 10)]
+FRAMEWORKS = [
+    (JobType.PYTORCH, "PyTorch"), (JobType.TENSORFLOW, "TensorFlow"), (JobType.MPI, "MPIJob"),
+    (JobType.XGBOOST, "XGBoost"), (JobType.RAY, "Ray"), (JobType.SLURM, "Slurm"),
+]
+ROLES = ["Worker", "Master", "PS", "Chief", "Evaluator"]
+ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def specs_for(resource_type: str, source: str):
+    """Instance types a role may use: of the resource type; spot and public need a public pool."""
+    specs = ResourceSpec.objects.filter(resource_type=resource_type)
+    if source in (Source.SPOT, Source.PUBLIC):
+        specs = specs.filter(nodes__quota__isnull=True).distinct()
+    return specs.order_by("gpu", "instance_type")
+
+
+def quotas_for(workspace, resource_type: str):
+    """Quotas bound to the workspace and of the resource type."""
+    if workspace is None:
+        return Quota.objects.none()
+    return Quota.objects.filter(workspaces=workspace, resource_type=resource_type).order_by("name")
+
+
+class JobForm(forms.Form):
+    # Basic Information
+    display_name = forms.CharField(label="Job Name", max_length=256)
+    job_type = forms.ChoiceField(label="Framework", choices=FRAMEWORKS, initial=JobType.PYTORCH)
+    image = forms.CharField(label="Image", max_length=512)
+    user_command = forms.CharField(label="Startup Command", widget=forms.Textarea(attrs={"rows": 3}))
+    envs = forms.CharField(
+        label="Environment Variables", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One KEY=VALUE per line.",
+    )
+    priority = forms.TypedChoiceField(
+        label="Priority", choices=[(n, n) for n in range(1, 10)], coerce=int, initial=1,
+        help_text="1 (lowest) to 9 (highest); orders jobs within a quota.",
+    )
+    max_running_time_minutes = forms.IntegerField(
+        label="Maximum Running Time", required=False, min_value=1, max_value=60 * 24 * 30,
+        help_text="Minutes; the job is stopped after this. Empty: no limit.",
+    )
+    # Resource Information
+    resource_type = forms.ChoiceField(
+        label="Resource Type", choices=ResourceType.choices, initial=ResourceType.ECS, widget=forms.RadioSelect
+    )
+    source = forms.ChoiceField(label="Source", choices=Source.choices, initial=Source.QUOTA, widget=forms.RadioSelect)
+    quota = forms.ModelChoiceField(
+        label="Resource Quota", queryset=Quota.objects.none(), required=False, to_field_name="quota_id",
+        empty_label="Select a resource quota",
+        error_messages={"invalid_choice": "Choose a resource quota bound to this workspace and of the chosen Resource Type."},
+    )
+    oversold_type = forms.ChoiceField(
+        label="Idle Resources", choices=OversoldType.choices, initial=OversoldType.FORBIDDEN, widget=forms.RadioSelect,
+        required=False,  # shown only for Source = Resource Quota; empty means Not accepted
+    )
+    # VPC
+    vpc_id = forms.CharField(label="VPC", required=False, max_length=64)
+    switch_id = forms.CharField(label="vSwitch", required=False, max_length=64)
+    security_group_id = forms.CharField(label="Security Group", required=False, max_length=64)
+    # Fault Tolerance and Diagnosis
+    ft_enabled = forms.BooleanField(label="Automatic Fault Tolerance", required=False)
+    ft_run_type = forms.ChoiceField(label="Run Type", choices=[
+        (RunType.SYNCHRONOUS, "Synchronous Job"), (RunType.ASYNCHRONOUS, "Asynchronous Job")
+    ], initial=RunType.SYNCHRONOUS)
+    ft_max_restarts = forms.IntegerField(label="Maximum Job Restarts", min_value=0, max_value=100, initial=3)
+    ft_hang_detection = forms.BooleanField(label="Hang Detection", required=False)
+    ft_hang_interval_minutes = forms.IntegerField(
+        label="Hang detection interval", min_value=1, max_value=24 * 60, initial=30,
+        help_text="Minutes without log output or progress before the job counts as hung.",
+    )
+    ft_policy = forms.ChoiceField(
+        label="Fault Tolerance Policy", choices=[(v, v) for v in FaultTolerancePolicy.values],
+        initial=FaultTolerancePolicy.EXIT_CODE_AND_ERROR_MSG,
+    )
+    ft_other_config = forms.CharField(label="Other Configuration", required=False, max_length=1024)
+
+    def __init__(self, *args, workspace=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["quota"].queryset = quotas_for(workspace, self.chosen_resource_type)
+
+    # The choices that shape the rest of the form, read before validation (they pick querysets).
+    @property
+    def chosen_resource_type(self) -> str:
+        return _choice(self, "resource_type", ResourceType.values)
+
+    @property
+    def chosen_source(self) -> str:
+        return _choice(self, "source", Source.values)
+
+    @property
+    def ft_on(self) -> bool:
+        value = self["ft_enabled"].value()
+        return value in (True, "on", "true", "1", "True")
+
+    @property
+    def lingjun_spot(self) -> bool:
+        return self.chosen_resource_type == ResourceType.LINGJUN and self.chosen_source == Source.SPOT
+
+    def clean_envs(self) -> dict:
+        envs = {}
+        for number, line in enumerate(self.cleaned_data["envs"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            match = ENV_LINE.match(line.strip())
+            if not match:
+                raise forms.ValidationError(f"Line {number}: expected KEY=VALUE, got {line.strip()!r}.")
+            envs[match[1]] = match[2]
+        return envs
+
+    def clean(self):
+        data = super().clean()
+        if data.get("source") == Source.QUOTA and not data.get("quota") and "quota" not in self.errors:
+            self.add_error("quota", "Choose the resource quota the job runs on (Source is Resource Quota).")
+        if data.get("source") != Source.QUOTA:
+            data["quota"] = None
+        data["oversold_type"] = data.get("oversold_type") or OversoldType.FORBIDDEN
+        return data
+
+
+def _choice(form, name, allowed):
+    value = form[name].value()
+    return value if value in allowed else form.fields[name].initial
+
+
+class RoleForm(forms.Form):
+    """One row of the Job Resource table."""
+
+    role = forms.ChoiceField(label="Role", choices=[(r, r) for r in ROLES], initial="Worker")
+    pod_count = forms.IntegerField(label="Nodes", min_value=1, max_value=128, initial=1)
+    spec = forms.ModelChoiceField(
+        label="Resource Specification", queryset=ResourceSpec.objects.none(), to_field_name="instance_type",
+        empty_label="Select a specification",
+        error_messages={"invalid_choice": "Choose a Resource Specification of the chosen Resource Type and Source."},
+    )
+    bid_discount = forms.TypedChoiceField(
+        label="Bid Price (Discount)", choices=[("", "Select a discount"), *DISCOUNTS], coerce=Decimal, required=False, empty_value=None,
+        error_messages={"invalid_choice": "Bid Price (Discount) must be one of 10%%, 20%%, ... 90%% of the on-demand price; %(value)s is not allowed."},
+    )
+
+    def __init__(self, *args, resource_type=ResourceType.ECS, source=Source.QUOTA, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.source = source
+        self.fields["spec"].queryset = specs_for(resource_type, source)
+
+    def clean(self):
+        data = super().clean()
+        if self.source == Source.SPOT and data.get("bid_discount") is None and "bid_discount" not in self.errors:
+            self.add_error("bid_discount", "Choose a Bid Price (Discount) between 10% and 90% for Preemptible Resources.")
+        if self.source != Source.SPOT:
+            data["bid_discount"] = None
+        return data
+
+
+class BaseRoleFormSet(forms.BaseFormSet):
+    def clean(self):
+        if any(self.errors):
+            return
+        roles = [f.cleaned_data["role"] for f in self.forms if f.cleaned_data and not self._should_delete_form(f)]
+        if not roles:
+            raise forms.ValidationError("Add at least one role to Job Resource.")
+        if len(roles) != len(set(roles)):
+            raise forms.ValidationError("Each role appears once in Job Resource; set its Nodes instead.")
+
+
+RoleFormSet = formset_factory(RoleForm, formset=BaseRoleFormSet, extra=0, can_delete=True, max_num=len(ROLES), validate_max=True)
+
+
+class QuotaForm(forms.ModelForm):
+    nodes = forms.ModelMultipleChoiceField(
+        label="Nodes", queryset=Node.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Nodes of the public pool, or of the parent quota for a sub-quota.",
+    )
+
+    class Meta:
+        model = Quota
+        fields = [
+            "name", "description", "parent", "resource_type", "queue_strategy", "allow_priority_preemption",
+            "min_runtime_before_preemption_s", "workspaces",
+        ]
+        labels = {"min_runtime_before_preemption_s": "Minimum runtime before preemption (s)"}
+        widgets = {"workspaces": forms.CheckboxSelectMultiple}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        quota = self.instance if self.instance.pk else None
+        parents = Quota.objects.all()
+        if quota:
+            parents = parents.exclude(pk__in=descendant_ids(quota))
+        self.fields["parent"].queryset = parents
+        self.fields["nodes"].queryset = assignable_nodes(quota, self._parent())
+        if quota:
+            self.fields["nodes"].initial = list(quota.nodes.values_list("pk", flat=True))
+
+    def _parent(self):
+        raw = self["parent"].value()
+        try:
+            return Quota.objects.filter(pk=int(raw)).first() if raw else None
+        except (TypeError, ValueError):
+            return None
+
+    def clean(self):
+        data = super().clean()
+        for node in data.get("nodes") or []:
+            if data.get("resource_type") and node.spec.resource_type != data["resource_type"]:
+                self.add_error("nodes", f"{node.name} is a {node.spec.get_resource_type_display()} node; this quota is {data['resource_type']}.")
+        return data
+
+
+def descendant_ids(quota) -> set[int]:
+    ids, frontier = {quota.pk}, [quota.pk]
+    while frontier:
+        frontier = list(Quota.objects.filter(parent_id__in=frontier).values_list("pk", flat=True))
+        ids.update(frontier)
+    return ids
+
+
+def assignable_nodes(quota, parent):
+    """The quota's own nodes plus the pool it takes from: the parent's nodes, or the public pool."""
+    pool = Node.objects.filter(quota=parent) if parent else Node.objects.filter(quota__isnull=True)
+    if quota:
+        pool = pool | Node.objects.filter(quota=quota)
+    return pool.select_related("spec", "quota").order_by("spec__instance_type", "name")

@@ -1,0 +1,55 @@
+"""Billing: the current workspace's daily bills with the payType tag, savings, totals, CSV."""
+
+import csv
+from decimal import Decimal
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Sum
+from django.http import HttpResponse
+
+from console.pages.base import current_workspace, job_queryset, page
+from spot.models import DailyBill
+
+PAGE_SIZE = 100
+CSV_HEADER = ["day", "job_id", "job_name", "instance_type", "tag", "minutes", "amount", "pay_as_you_go_amount", "savings"]
+
+
+def workspace_bills(request):
+    workspace = current_workspace(request)
+    if workspace is None:
+        return workspace, DailyBill.objects.none()
+    jobs = job_queryset(request.user).filter(workspace=workspace).values("pk")
+    bills = DailyBill.objects.filter(job__in=jobs).select_related("job", "spec").order_by("-day", "job__job_id", "spec__instance_type")
+    return workspace, bills
+
+
+def totals(bills) -> dict:
+    sums = bills.aggregate(amount=Sum("amount"), on_demand=Sum("on_demand_amount"), minutes=Sum("minutes"))
+    amount, on_demand = sums["amount"] or Decimal("0"), sums["on_demand"] or Decimal("0")
+    return {"amount": amount, "on_demand": on_demand, "savings": on_demand - amount, "minutes": sums["minutes"] or 0}
+
+
+@login_required
+def billing(request):
+    workspace, bills = workspace_bills(request)
+    paged = Paginator(bills, PAGE_SIZE).get_page(request.GET.get("page"))
+    by_type = bills.order_by().values("pay_type").annotate(amount=Sum("amount"), on_demand=Sum("on_demand_amount"))
+    context = {"page_obj": paged, "totals": totals(bills), "by_type": list(by_type), "workspace": workspace}
+    return page(request, "console/billing/list.html", context, nav="billing")
+
+
+@login_required
+def billing_csv(request):
+    workspace, bills = workspace_bills(request)
+    name = workspace.name if workspace else "none"
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="opendlc-bills-{name}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(CSV_HEADER)
+    for bill in bills.iterator():
+        writer.writerow([
+            bill.day.isoformat(), bill.job.job_id, bill.job.display_name, bill.spec.instance_type,
+            f"acs:pai:dlc:payType={bill.pay_type}", bill.minutes, bill.amount, bill.on_demand_amount, bill.savings,
+        ])
+    return response

@@ -1,0 +1,180 @@
+"""Create Job: the form of the PAI console, its HTMX refreshes, submission and Clone.
+
+Fields appear and disappear with the chosen Resource Type, Source and Automatic Fault Tolerance:
+with JavaScript a change re-renders the `form-body` partial (hx-get with the form's values), without
+it the "Apply" button posts the form back with `_action=refresh` and the page re-renders. Neither
+validates; only Confirm does, first the form's shape and then jobs.services.create_job's rules.
+"""
+
+import re
+
+from django.contrib.auth.decorators import login_required
+from django.forms.utils import ErrorDict, ErrorList
+from django.shortcuts import redirect
+
+from console.forms import JobForm, RoleFormSet
+from console.pages.base import current_workspace, job_queryset, page
+from console.pages.market_data import market_rows
+from jobs.models import Source
+from jobs.services import JobRequest, RoleRequest, ValidationFailed, create_job
+
+PREFIX = "roles"
+REFRESH_ACTIONS = {"refresh", "add_role"}
+
+
+@login_required
+def job_create(request):
+    workspace = current_workspace(request)
+    if request.method == "POST":
+        data = request.POST.copy()
+        action = data.get("_action", "submit")
+        if action in REFRESH_ACTIONS:
+            form, roles = unvalidated(data, workspace, add_role=action == "add_role")
+        else:
+            form, roles = bind(data, workspace)
+            job = submit(request, workspace, form, roles)
+            if job is not None:
+                return redirect("console:job-detail", job_id=job.job_id)
+    elif "_refresh" in request.GET:
+        form, roles = unvalidated(request.GET.copy(), workspace)
+    else:
+        form, roles = blank(request, workspace)
+    context = form_context(form, roles, workspace)
+    return page(request, "console/jobs/create.html", context, nav="create", partial="form-body")
+
+
+def bind(data, workspace):
+    form = JobForm(data, workspace=workspace)
+    roles = RoleFormSet(data, prefix=PREFIX, form_kwargs={"resource_type": form.chosen_resource_type, "source": form.chosen_source})
+    return form, roles
+
+
+def unvalidated(data, workspace, *, add_role=False):
+    """A bound form shown as typed, without errors: a refresh is not a submission."""
+    if add_role:
+        total = int(data.get(f"{PREFIX}-TOTAL_FORMS") or 0)
+        data[f"{PREFIX}-TOTAL_FORMS"] = str(min(total + 1, RoleFormSet.max_num))
+    form, roles = bind(data, workspace)
+    form._errors = ErrorDict()
+    roles._errors, roles._non_form_errors = [], ErrorList()
+    for role_form in roles.forms:
+        role_form._errors = ErrorDict()
+    return form, roles
+
+
+def blank(request, workspace):
+    clone_id = request.GET.get("clone")
+    source_job = job_queryset(request.user).filter(job_id=clone_id).first() if clone_id else None
+    initial, role_initial = clone_initial(source_job) if source_job else ({}, [{"role": "Worker", "pod_count": 1}])
+    form = JobForm(initial=initial, workspace=workspace)
+    roles = RoleFormSet(
+        initial=role_initial, prefix=PREFIX,
+        form_kwargs={"resource_type": form.chosen_resource_type, "source": form.chosen_source},
+    )
+    form.clone_of = source_job
+    return form, roles
+
+
+def clone_initial(job):
+    """The form's initial values from an existing job (Clone)."""
+    specs = list(job.specs.select_related("spec").order_by("id"))
+    vpc = job.user_vpc or {}
+    initial = {
+        "display_name": f"{job.display_name}-copy", "job_type": job.job_type,
+        "image": specs[0].image if specs else "", "user_command": job.user_command,
+        "envs": "\n".join(f"{k}={v}" for k, v in (job.envs or {}).items()),
+        "priority": job.priority, "max_running_time_minutes": job.max_running_time_minutes,
+        "resource_type": job.resource_type, "source": job.source,
+        "quota": job.quota.quota_id if job.quota else None, "oversold_type": job.oversold_type,
+        "vpc_id": vpc.get("VpcId", ""), "switch_id": vpc.get("SwitchId", ""),
+        "security_group_id": vpc.get("SecurityGroupId", ""),
+        "ft_enabled": job.ft_enabled, "ft_run_type": job.ft_run_type, "ft_max_restarts": job.ft_max_restarts,
+        "ft_hang_detection": job.ft_hang_detection, "ft_hang_interval_minutes": max(1, job.ft_hang_interval_s // 60),
+        "ft_policy": job.ft_policy, "ft_other_config": job.ft_other_config,
+    }
+    roles = [
+        {"role": s.role, "pod_count": s.pod_count, "spec": s.spec.instance_type,
+         "bid_discount": f"{s.spot_discount_limit.normalize()}" if s.spot_discount_limit is not None else None}
+        for s in specs
+    ]
+    return initial, roles
+
+
+def submit(request, workspace, form, roles):
+    """Create the job, or put every refusal next to its field and return None."""
+    if not (form.is_valid() and roles.is_valid()):
+        return None
+    try:
+        return create_job(request.user, to_request(form, roles, workspace))
+    except ValidationFailed as failed:
+        apply_service_errors(form, roles, failed.errors)
+        return None
+
+
+def to_request(form, roles, workspace) -> JobRequest:
+    data = form.cleaned_data
+    vpc = {k: data[f].strip() for k, f in VPC_FIELDS.items() if data[f].strip()}
+    return JobRequest(
+        display_name=data["display_name"], user_command=data["user_command"], job_type=data["job_type"],
+        workspace_id=workspace.pk if workspace else None, envs=data["envs"], priority=data["priority"],
+        resource_type=data["resource_type"], source=data["source"],
+        quota_id=data["quota"].quota_id if data["quota"] else None,
+        oversold_type=data["oversold_type"] if data["source"] == Source.QUOTA else None,
+        user_vpc=vpc, max_running_time_minutes=data["max_running_time_minutes"],
+        ft_enabled=data["ft_enabled"], ft_run_type=data["ft_run_type"], ft_max_restarts=data["ft_max_restarts"],
+        ft_hang_detection=data["ft_hang_detection"], ft_hang_interval_s=data["ft_hang_interval_minutes"] * 60,
+        ft_policy=data["ft_policy"], ft_other_config=data["ft_other_config"],
+        roles=[role_request(r.cleaned_data, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)],
+    )
+
+
+def role_request(row: dict, job: dict) -> RoleRequest:
+    spot = job["source"] == Source.SPOT
+    return RoleRequest(
+        role=row["role"], pod_count=row["pod_count"], instance_type=row["spec"].instance_type, image=job["image"],
+        spot_strategy="SpotWithPriceLimit" if spot else "",
+        spot_discount_limit=row["bid_discount"] if spot else None,
+    )
+
+
+VPC_FIELDS = {"VpcId": "vpc_id", "SwitchId": "switch_id", "SecurityGroupId": "security_group_id"}
+# create_job's field names -> the form's.
+JOB_FIELDS = {
+    "quota_id": "quota", "ft_hang_interval_s": "ft_hang_interval_minutes",
+    **{f"user_vpc.{k}": f for k, f in VPC_FIELDS.items()},
+}
+ROLE_FIELDS = {
+    "role": "role", "pod_count": "pod_count", "instance_type": "spec", "spot_strategy": "bid_discount",
+    "spot_discount_limit": "bid_discount", "spot_price_limit": "bid_discount", "spot_duration_hours": "bid_discount",
+}
+ROLE_KEY = re.compile(r"^roles\[(\d+)\]\.(\w+)$")
+
+
+def apply_service_errors(form, roles, errors: dict[str, str]) -> None:
+    """Show create_job's refusals next to the input they concern; the rest above the form."""
+    live_roles = [r for r in roles.forms if not roles._should_delete_form(r)]
+    for key, message in errors.items():
+        match = ROLE_KEY.match(key)
+        if match and match[2] == "image":
+            form.add_error("image", message)
+        elif match and int(match[1]) < len(live_roles) and match[2] in ROLE_FIELDS:
+            live_roles[int(match[1])].add_error(ROLE_FIELDS[match[2]], message)
+        elif key == "roles":
+            roles._non_form_errors.append(message)
+        elif JOB_FIELDS.get(key, key) in form.fields:
+            form.add_error(JOB_FIELDS.get(key, key), message)
+        else:
+            form.add_error(None, f"{key}: {message}")
+
+
+def form_context(form, roles, workspace) -> dict:
+    markets = {m["spec"].instance_type: m for m in market_rows()}
+    rows = []
+    for role_form in roles.forms:
+        value = role_form["spec"].value()
+        rows.append({"form": role_form, "market": markets.get(getattr(value, "instance_type", value))})
+    return {
+        "form": form, "roles": roles, "role_rows": rows, "workspace": workspace,
+        "show_quota": form.chosen_source == Source.QUOTA, "spot": form.chosen_source == Source.SPOT,
+        "can_add_role": len(roles.forms) < RoleFormSet.max_num, "clone_of": getattr(form, "clone_of", None),
+    }

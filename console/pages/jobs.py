@@ -1,0 +1,190 @@
+"""Jobs list, job detail (pods, events, history, restarts, logs) and Stop."""
+
+from decimal import Decimal
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import DecimalField, OuterRef, Prefetch, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from console.pages.base import current_workspace, job_queryset, page
+from jobs import logs as agent_logs
+from jobs.models import Job, JobSpec, Pod, Source
+from jobs.services import ValidationFailed, can_change, stop_job
+from jobs.states import FINAL, JobStatus, PodStatus
+from spot.models import DailyBill
+
+PAGE_SIZE = 50
+MONEY = DecimalField(max_digits=14, decimal_places=6)
+
+
+def with_cost(jobs):
+    """Annotate `cost` = the sum of the job's daily bills (0 when none), in the same query."""
+    bills = (
+        DailyBill.objects.filter(job=OuterRef("pk")).order_by().values("job")
+        .annotate(total=Sum("amount")).values("total")
+    )
+    return jobs.annotate(cost=Coalesce(Subquery(bills, output_field=MONEY), Value(Decimal("0"), output_field=MONEY)))
+
+
+def filtered_jobs(request, workspace):
+    jobs = job_queryset(request.user).filter(workspace=workspace) if workspace else Job.objects.none()
+    status, source, q = (request.GET.get(k, "").strip() for k in ("status", "source", "q"))
+    if status in JobStatus.values:
+        jobs = jobs.filter(status=status)
+    if source in Source.values:
+        jobs = jobs.filter(source=source)
+    if q:
+        jobs = jobs.filter(Q(display_name__icontains=q) | Q(job_id__icontains=q))
+    return jobs, {"status": status, "source": source, "q": q}
+
+
+def list_rows(jobs):
+    """The page's rows; the specs (for the bid) come in one extra query, pods are never touched."""
+    specs = Prefetch("specs", queryset=JobSpec.objects.select_related("spec").order_by("id"))
+    return with_cost(jobs).select_related("quota").prefetch_related(specs)
+
+
+@login_required
+def job_list(request):
+    workspace = current_workspace(request)
+    jobs, filters = filtered_jobs(request, workspace)
+    paged = Paginator(list_rows(jobs), PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [JobRow(job) for job in paged.object_list]
+    query = request.GET.urlencode()
+    context = {
+        "page_obj": paged, "rows": rows, "filters": filters, "query": query,
+        "live": any(not r.final for r in rows), "statuses": JobStatus.choices, "sources": Source.choices,
+    }
+    return page(request, "console/jobs/list.html", context, nav="jobs", partial="rows")
+
+
+class JobRow:
+    """What one line of the jobs list shows, computed from the job and its prefetched specs."""
+
+    def __init__(self, job: Job, now=None):
+        self.job = job
+        self.final = job.status in FINAL
+        self.specs = list(job.specs.all())
+        self.duration = duration(job, now)
+
+    @property
+    def bid(self) -> str:
+        for spec in self.specs:
+            if spec.spot_discount_limit is not None:
+                return f"{spec.spot_discount_limit * 100:.0f}% of on-demand"
+            if spec.spot_price_limit is not None:
+                return f"{spec.spot_price_limit * 60:.4f} /h"
+        return ""
+
+
+def duration(job: Job, now=None):
+    if not job.running_at:
+        return None
+    return (job.finished_at or now or timezone.now()) - job.running_at
+
+
+# ---- detail ---------------------------------------------------------------------------------
+
+def visible_job(request, job_id: str) -> Job:
+    return get_object_or_404(with_cost(job_queryset(request.user)).select_related("quota", "workspace", "user"), job_id=job_id)
+
+
+IDLE_LABEL = "idle resources"
+
+
+def pod_rows(job: Job, viewer):
+    """Pods, newest incarnation first; on borrowed idle nodes the node name is hidden from non-staff."""
+    pods = job.pods.select_related("node__spec").order_by("role", "index", "-incarnation")
+    rows = []
+    for pod in pods:
+        borrowed = pod.kind == "idle" and pod.node is not None and pod.node.quota_id != job.quota_id
+        node_label = pod.node.name if pod.node and (viewer.is_staff or not borrowed) else (IDLE_LABEL if borrowed else "")
+        rows.append({"pod": pod, "node_label": node_label, "borrowed": borrowed})
+    return rows
+
+
+def detail_context(request, job: Job) -> dict:
+    pods = pod_rows(job, request.user)
+    hidden = {r["pod"].node.name for r in pods if r["node_label"] == IDLE_LABEL}
+    events = [redact(e, hidden) for e in job.events.order_by("-at", "-id")[:100]]
+    return {
+        "job": job, "specs": list(job.specs.select_related("spec")), "pods": pods,
+        "live": job.status not in FINAL, "events": events,
+        "history": [redact(t, hidden) for t in job.status_history.all()], "restarts": list(job.restarts.all()),
+        "can_stop": job.status not in FINAL and can_change(request.user, job),
+    }
+
+
+def redact(record, hidden_nodes: set[str]):
+    """Event and history messages name nodes too: hide the same ones the pods table hides."""
+    for name in hidden_nodes:
+        record.message = record.message.replace(name, IDLE_LABEL)
+    return record
+
+
+def log_context(job: Job, pod: Pod | None, offset: int = 0) -> dict:
+    if pod is None:
+        return {"log_pod": None}
+    text, next_offset = read_logs(pod, offset)
+    follow = pod.status in (PodStatus.PENDING, PodStatus.RUNNING) and job.status not in FINAL
+    return {"log_pod": pod, "text": text, "offset": next_offset, "follow": follow}
+
+
+def chosen_pod(job: Job, pods: list[dict], pod_id: str | None) -> Pod | None:
+    """The pod whose logs show: the one asked for, else the first current pod that has started."""
+    for row in pods:
+        if row["pod"].pod_id == pod_id:
+            return row["pod"]
+    started = [r["pod"] for r in pods if r["pod"].current and r["pod"].started_at]
+    return started[0] if started else None
+
+
+@login_required
+def job_detail(request, job_id):
+    job = visible_job(request, job_id)
+    context = detail_context(request, job)
+    if not request.htmx:
+        context |= log_context(job, chosen_pod(job, context["pods"], request.GET.get("pod")))
+    return page(request, "console/jobs/detail.html", context, nav="jobs", partial="live")
+
+
+@login_required
+@require_POST
+def job_stop(request, job_id):
+    job = visible_job(request, job_id)
+    if not can_change(request.user, job):
+        raise PermissionDenied("Only owners, admins and members of the job's workspace may stop it.")
+    try:
+        job = stop_job(request.user, job)
+    except ValidationFailed as failed:
+        messages.error(request, " ".join(failed.errors.values()))
+    else:
+        messages.success(request, f"{job.display_name} is {job.status}.")
+    return redirect("console:job-detail", job_id=job.job_id)
+
+
+LOG_CHUNK = 64 * 1024
+
+
+@login_required
+def job_logs(request, job_id):
+    job = visible_job(request, job_id)
+    pod = get_object_or_404(Pod, job=job, pod_id=request.GET.get("pod", ""))
+    try:
+        offset = max(0, int(request.GET.get("offset") or 0))
+    except ValueError:
+        offset = 0
+    context = {"job": job} | log_context(job, pod, offset)
+    # A fragment endpoint: always the partial, whether HTMX or a plain GET asked.
+    return render(request, "console/jobs/detail.html#log-tail", context)
+
+
+def read_logs(pod, offset: int) -> tuple[str, int]:
+    page = agent_logs.read_logs(pod, offset, LOG_CHUNK)
+    return page.text, page.next_offset

@@ -1,0 +1,56 @@
+"""Market figures the pages show, read in a fixed number of queries.
+
+Prices are stored per node-minute (ResourceSpec.on_demand_price_per_minute, PriceHistory.price);
+templates show them per hour with the `per_hour` filter.
+"""
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from quotas.models import Node, ResourceSpec
+from spot.bids import market_range
+from spot.market_state import current_markets
+from spot.models import PriceHistory
+
+RANGES = {"1d": 1, "3d": 3, "7d": 7}
+
+
+def public_specs():
+    """Instance types that have a public pool (nodes in no quota): the ones spot and public use."""
+    pool = Node.objects.filter(spec=OuterRef("pk"), quota__isnull=True)
+    return ResourceSpec.objects.filter(Exists(pool)).order_by("resource_type", "gpu", "instance_type")
+
+
+def market_rows(now=None) -> list[dict]:
+    """Per public pool: on-demand, current and last-hour average market price, discount, stock."""
+    markets = current_markets(now)
+    rows = []
+    for spec in public_specs():
+        low, high = market_range(spec.on_demand_price_per_minute)
+        market = markets.get(spec.instance_type)
+        price = market.price if market else None
+        rows.append({
+            "spec": spec, "on_demand": spec.on_demand_price_per_minute, "price": price,
+            "average": market.avg_last_hour if market else None,
+            "discount": price / spec.on_demand_price_per_minute if price is not None and spec.on_demand_price_per_minute else None,
+            "stock_status": market.stock_status if market else "", "low": low, "high": high,
+        })
+    return rows
+
+
+def history(spec: ResourceSpec, days: int, now=None) -> list[tuple]:
+    """(time, per-minute price) of the last `days` days, with the price in force at the window's start."""
+    now = now or timezone.now()
+    start = now - timedelta(days=days)
+    points = list(PriceHistory.objects.filter(spec=spec, at__gte=start, at__lte=now).order_by("at").values_list("at", "price"))
+    before = PriceHistory.objects.filter(spec=spec, at__lt=start).order_by("-at").values_list("price", flat=True).first()
+    if before is not None:
+        points.insert(0, (start, before))
+    return points
+
+
+def per_hour(price: Decimal) -> float:
+    return float(price * 60)

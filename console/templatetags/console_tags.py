@@ -1,0 +1,47 @@
+"""Formatting shared by the console's templates: money, per-hour prices, durations, badges."""
+
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def per_hour(price_per_minute) -> str:
+    """A stored per-minute price shown per hour (x60), 4 decimals."""
+    if price_per_minute in (None, ""):
+        return "–"
+    return f"{(Decimal(price_per_minute) * 60).quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
+
+
+@register.filter
+def money(amount) -> str:
+    if amount in (None, ""):
+        return "0.00"
+    return f"{Decimal(amount).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,}"
+
+
+@register.filter
+def percent(ratio) -> str:
+    if ratio in (None, ""):
+        return "–"
+    return f"{Decimal(ratio) * 100:.0f}%"
+
+
+@register.filter
+def hms(value) -> str:
+    """A timedelta (or seconds) as 1d 02:03:04 / 02:03:04."""
+    if value in (None, ""):
+        return "–"
+    seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
+    days, rest = divmod(max(seconds, 0), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{days}d " if days else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+@register.filter
+def slug(value) -> str:
+    return str(value).lower().replace(" ", "-")

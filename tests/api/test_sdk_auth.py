@@ -1,0 +1,87 @@
+"""Signature checks over HTTP: what a real SDK client gets back when its request is not acceptable."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import requests
+from alibabacloud_pai_dlc20201203 import models as dlc
+from alibabacloud_tea_openapi.exceptions import ClientException
+from alibabacloud_tea_openapi.utils import Utils
+
+from console.models import AccessKey, AccessKeyStatus, ApiNonce
+from tests.api.conftest import dlc_client
+
+
+def rejected(call) -> ClientException:
+    with pytest.raises(ClientException) as info:
+        call()
+    return info.value
+
+
+def list_jobs(client):
+    return client.list_jobs(dlc.ListJobsRequest())
+
+
+def test_a_signed_request_is_accepted_and_marks_the_key_used(alice_dlc, alice_key):
+    body = list_jobs(alice_dlc).body
+    assert body.total_count == 0 and len(body.request_id) == 36
+    assert AccessKey.objects.get(access_key_id=alice_key[0]).last_used_at is not None
+
+
+def test_a_wrong_secret_is_rejected(endpoint, alice_key):
+    error = rejected(lambda: list_jobs(dlc_client(endpoint, alice_key[0], "not-the-secret")))
+    assert (error.status_code, error.code) == (400, "SignatureDoesNotMatch")
+    assert error.request_id
+
+
+def test_an_unknown_access_key_is_rejected(endpoint, demo_cluster):
+    error = rejected(lambda: list_jobs(dlc_client(endpoint, "LTAInobody", "x")))
+    assert (error.status_code, error.code) == (404, "InvalidAccessKeyId.NotFound")
+
+
+def test_a_disabled_access_key_is_rejected(endpoint, alice_key):
+    AccessKey.objects.filter(access_key_id=alice_key[0]).update(status=AccessKeyStatus.DISABLED)
+    error = rejected(lambda: list_jobs(dlc_client(endpoint, *alice_key)))
+    assert (error.status_code, error.code) == (403, "InvalidAccessKeyId.Inactive")
+
+
+def test_a_replayed_nonce_is_rejected(alice_dlc, monkeypatch):
+    monkeypatch.setattr(Utils, "get_nonce", staticmethod(lambda: "0123456789abcdef0123456789abcdef"))
+    list_jobs(alice_dlc)
+    error = rejected(lambda: list_jobs(alice_dlc))
+    assert (error.status_code, error.code) == (400, "SignatureNonceUsed")
+
+
+def test_a_stale_date_is_rejected(alice_dlc, monkeypatch):
+    stale = (datetime.now(timezone.utc) - timedelta(minutes=16)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    monkeypatch.setattr(Utils, "get_timestamp", staticmethod(lambda: stale))
+    error = rejected(lambda: list_jobs(alice_dlc))
+    assert (error.status_code, error.code) == (400, "InvalidTimeStamp.Expired")
+
+
+def test_old_nonces_are_pruned(alice_dlc):
+    ApiNonce.objects.create(nonce="ancient", seen_at=datetime.now(timezone.utc) - timedelta(hours=1))
+    from console.api.auth import DbNonceStore
+
+    DbNonceStore._last_prune = 0.0
+    list_jobs(alice_dlc)
+    assert not ApiNonce.objects.filter(nonce="ancient").exists()
+    assert ApiNonce.objects.count() == 1
+
+
+def test_an_unsigned_request_gets_a_json_error(live_server, demo_cluster):
+    response = requests.get(f"{live_server.url}/api/v1/jobs")
+    assert response.status_code == 400
+    assert response.json()["Code"] == "MissingAuthorization"
+    assert response.json()["RequestId"] == response.headers["x-acs-request-id"]
+
+
+def test_an_unknown_api_path_gets_a_json_error_not_a_page(live_server, demo_cluster):
+    response = requests.get(f"{live_server.url}/api/v1/nothing-here")
+    assert (response.status_code, response.json()["Code"]) == (404, "InvalidAction.NotFound")
+
+
+def test_both_spellings_of_a_path_are_served_without_a_redirect(live_server, demo_cluster):
+    for path in ("/api/v1/quotas", "/api/v1/quotas/"):
+        response = requests.get(f"{live_server.url}{path}", allow_redirects=False)
+        assert response.status_code == 400  # reached the view: unsigned, not redirected

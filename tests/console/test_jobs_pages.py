@@ -1,0 +1,187 @@
+"""The jobs list (columns, filters, paging, polling, no N+1) and the job detail page."""
+
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from jobs import lifecycle, scheduling
+from jobs.models import Job, JobSpec, Pod
+from quotas.models import Quota, ResourceSpec, Workspace
+from spot.models import DailyBill
+from tests.console.conftest import quota_job
+
+pytestmark = pytest.mark.django_db
+POLL = "every 2s [document.visibilityState === 'visible']"
+
+
+def run(job):
+    """Admit the job in a schedule cycle and report its pods running, as the agents would."""
+    scheduling.run_cycle()
+    lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Running"} for p in job.pods.filter(current=True)])
+    job.refresh_from_db()
+    return job
+
+
+def bulk_jobs(user, count, pods_per_job):
+    workspace = Workspace.objects.get(name="ml-research")
+    quota = Quota.objects.get(name="nlp-team")
+    spec = ResourceSpec.objects.get(instance_type="ecs.g7.xlarge")
+    now = timezone.now()
+    jobs = Job.objects.bulk_create(
+        Job(job_id=f"dlcbulk{i:06d}", workspace=workspace, user=user, display_name=f"bulk-{i}", user_command="x",
+            quota=quota, status="Running" if i % 2 else "Queuing", running_at=now, use_oversold_resource=bool(i % 3))
+        for i in range(count)
+    )
+    JobSpec.objects.bulk_create(JobSpec(job=j, role="Worker", pod_count=pods_per_job, spec=spec, image="img") for j in jobs)
+    Pod.objects.bulk_create(
+        Pod(pod_id=f"{j.job_id}-w-{n}", job=j, role="Worker", index=n, status="Running") for j in jobs for n in range(pods_per_job)
+    )
+    DailyBill.objects.bulk_create(
+        DailyBill(job=j, spec=spec, day=date(2026, 12, 1), pay_type="spot", minutes=10, amount=Decimal("1.5"),
+                  on_demand_amount=Decimal("3")) for j in jobs[:100]
+    )
+
+
+def list_queries(client, **extra):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/jobs/", **extra)
+    assert response.status_code == 200
+    return len(queries), response
+
+
+def test_the_jobs_list_of_1000_jobs_takes_a_constant_number_of_queries(alice_client, alice, django_assert_max_num_queries):
+    bulk_jobs(alice, 1000, pods_per_job=1)
+    # session, user, memberships (switcher, current workspace, admin flag), count, page, specs prefetch
+    with django_assert_max_num_queries(12):
+        count_one_pod, response = list_queries(alice_client)
+    assert response.content.count(b'<tr id="job-') == 50
+    Pod.objects.bulk_create(
+        Pod(pod_id=f"{job_id}-w-{n}", job_id=pk, role="Worker", index=n, status="Running")
+        for pk, job_id in Job.objects.values_list("pk", "job_id") for n in range(1, 6)
+    )
+    count_six_pods, _ = list_queries(alice_client)
+    count_partial, _ = list_queries(alice_client, HTTP_HX_REQUEST="true")
+    assert count_six_pods == count_one_pod
+    assert count_partial <= count_one_pod
+
+
+def test_the_list_polls_while_a_job_is_not_final_and_stops_after(alice_client, alice):
+    job = quota_job(alice)
+    assert POLL in alice_client.get("/jobs/").content.decode()
+    Job.objects.filter(pk=job.pk).update(status="Stopped")
+    partial = alice_client.get("/jobs/", HTTP_HX_REQUEST="true").content.decode()
+    assert partial.lstrip().startswith('<tbody id="job-rows"')
+    assert "hx-trigger" not in partial
+
+
+def test_a_running_job_is_listed_running_in_quota_with_its_cost(alice_client, alice):
+    job = run(quota_job(alice, "bert", oversold="AcceptQuotaOverSold"))
+    DailyBill.objects.create(job=job, spec=job.specs.get().spec, day=date.today(), pay_type="postpaid", minutes=3,
+                             amount=Decimal("1.25"), on_demand_amount=Decimal("1.25"))
+    DailyBill.objects.create(job=job, spec=job.specs.get().spec, day=date.today() - timedelta(days=1), pay_type="spot",
+                             minutes=3, amount=Decimal("2.50"), on_demand_amount=Decimal("5"))
+    row = alice_client.get("/jobs/", HTTP_HX_REQUEST="true").content.decode()
+    assert job.status == "Running"
+    assert '<span class="badge s-running">Running</span>' in row
+    assert '<span class="badge inquota">In Quota</span>' in row
+    assert "3.75" in row
+
+
+def test_a_job_without_bills_costs_zero(alice_client, alice):
+    quota_job(alice)
+    assert '<td class="num mono">0.00</td>' in alice_client.get("/jobs/").content.decode()
+
+
+def test_filters_by_status_source_and_name(alice_client, alice):
+    quota_job(alice, "alpha")
+    beta = quota_job(alice, "beta")
+    Job.objects.filter(pk=beta.pk).update(status="Stopped")
+    names = lambda **q: alice_client.get("/jobs/", q).content.decode()  # noqa: E731
+    assert "alpha" in names(status="Queuing") and "beta" not in names(status="Queuing")
+    assert "beta" in names(q="bet") and "alpha" not in names(q="bet")
+    assert "alpha" not in names(source="spot")
+
+
+def test_the_list_pages_by_50(alice_client, alice):
+    bulk_jobs(alice, 120, 1)
+    html = alice_client.get("/jobs/?page=3").content.decode()
+    assert html.count('<tr id="job-') == 20 and "Page 3 of 3" in html
+
+
+def test_the_detail_page_says_why_a_job_waits_and_its_queue_position(alice_client, alice):
+    quota_job(alice, "first", pods=2)  # nlp-team has 2 nodes of 8 GPUs
+    waiting = quota_job(alice, "second", pods=2)
+    scheduling.run_cycle()
+    waiting.refresh_from_db()
+    html = alice_client.get(f"/jobs/{waiting.job_id}/").content.decode()
+    assert "Why is this job waiting?" in html
+    assert waiting.wait_reason and waiting.wait_reason.split()[0] in html
+    assert "Queue position" in html
+
+
+def test_a_preempted_borrowing_pod_shows_resource_preempted(bob_client, alice, bob):
+    # cv-team (vision-lab) is idle: bob's Only-Idle job in nlp-team's tree borrows cv-team's nodes.
+    quota_job(alice, "fill-nlp", pods=2)
+    borrower = run(quota_job(bob, "borrower", pods=2, oversold="ForceQuotaOverSold"))
+    assert borrower.use_oversold_resource is True
+    html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
+    assert "idle resources" in html and "cv-team-gn6v" not in html  # node names hidden from bob
+    quota_job(alice, "lender", quota="cv-team", workspace="vision-lab", pods=2)  # the lender takes its nodes back
+    scheduling.run_cycle()
+    lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Failed", "exit_code": 143} for p in borrower.pods.filter(current=True)])
+    html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
+    assert html.count('<span class="badge preempted">Resource Preempted</span>') == 2
+
+
+def test_staff_see_the_node_name_of_borrowed_idle_pods(alice_client, alice, bob):
+    quota_job(alice, "fill-nlp", pods=2)
+    borrower = run(quota_job(bob, "borrower", pods=2, oversold="ForceQuotaOverSold"))
+    assert "cv-team-gn6v" in alice_client.get(f"/jobs/{borrower.job_id}/").content.decode()
+
+
+def test_stop_asks_for_post_and_stops_a_queued_job(alice_client, alice):
+    job = quota_job(alice)
+    assert alice_client.get(f"/jobs/{job.job_id}/stop/").status_code == 405
+    response = alice_client.post(f"/jobs/{job.job_id}/stop/")
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert job.status == "Stopped"
+    html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert "Stopped by alice" in html and ">Stop</button>" not in html and "hx-trigger" not in html
+
+
+def test_the_stop_form_carries_a_csrf_token(alice_client, alice):
+    job = quota_job(alice)
+    html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert f'action="/jobs/{job.job_id}/stop/"' in html and "csrfmiddlewaretoken" in html
+
+
+def test_the_detail_shows_history_events_and_the_last_checkpoint(alice_client, alice):
+    job = run(quota_job(alice))
+    Job.objects.filter(pk=job.pk).update(last_checkpoint_step=1200, last_checkpoint_at=timezone.now())
+    html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert "step 1200" in html
+    for status in ("Queuing", "EnvPreparing", "Running"):
+        assert f'<span class="badge s-{status.lower()}">{status}</span>' in html
+    assert "JobAdmitted" in html
+
+
+def test_the_logs_panel_shows_the_pods_output_and_follows_from_its_offset(alice_client, alice):
+    from jobs.logs import store_chunks
+
+    job = run(quota_job(alice))
+    pod_id = f"{job.job_id}-worker-0"
+    store_chunks([{"pod_id": pod_id, "offset": 0, "text": "epoch 1 loss 0.9\n"}])
+    html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert "epoch 1 loss 0.9" in html
+    assert f"/jobs/{job.job_id}/logs/?pod={pod_id}&amp;offset=17" in html
+    store_chunks([{"pod_id": pod_id, "offset": 17, "text": "epoch 2 loss 0.5\n"}])
+    tail = alice_client.get(f"/jobs/{job.job_id}/logs/?pod={pod_id}&offset=17", HTTP_HX_REQUEST="true").content.decode()
+    assert "epoch 2 loss 0.5" in tail and "epoch 1" not in tail and "offset=34" in tail and "hx-trigger" in tail
+    lifecycle.apply_reports([{"pod_id": pod_id, "status": "Succeeded", "exit_code": 0}])
+    done = alice_client.get(f"/jobs/{job.job_id}/logs/?pod={pod_id}&offset=34").content.decode()
+    assert "hx-trigger" not in done  # the pod ended: the panel stops following

@@ -1,0 +1,69 @@
+"""Fixtures for the jobs tests: nothing leaves the process (agent messages and cycle requests are
+recorded, not sent), and small builders for requests and pod reports."""
+
+from dataclasses import replace
+
+import pytest
+
+from jobs import dispatch, scheduling
+from jobs.services import JobRequest, RoleRequest
+
+NLP = "quota00000002"  # nlp-team: 2 nodes of 8 V100, bound to ml-research (alice owner, bob member)
+CV = "quota00000003"  # cv-team: 2 nodes of 8 V100, bound to vision-lab (alice owner)
+V100 = "ecs.gn6v-c8g1.16xlarge"
+
+
+@pytest.fixture(autouse=True)
+def sent(monkeypatch):
+    """The messages the platform would have sent to the agents, in order."""
+    messages = []
+    monkeypatch.setattr(dispatch, "send", lambda batch: messages.extend(batch))
+    return messages
+
+
+@pytest.fixture(autouse=True)
+def cycle_requests(monkeypatch):
+    """How many times a schedule cycle was requested (after commit)."""
+    calls = []
+    monkeypatch.setattr(scheduling, "_request_now", lambda: calls.append(1))
+    return calls
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """The demo seeds three users per test; a slow password hash would dominate the run."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def make_request(pods=1, instance_type=V100, role="Worker", **kw) -> JobRequest:
+    roles = kw.pop("roles") if "roles" in kw else [RoleRequest(role=role, pod_count=pods, instance_type=instance_type,
+                                                  image="pytorch:2.5")]
+    base = JobRequest(display_name="train", user_command="python train.py", roles=roles, quota_id=NLP)
+    return replace(base, **kw)
+
+
+def report(pod, status, exit_code=None, at=None, reason="", message="") -> dict:
+    return {"pod_id": pod.pod_id, "status": status, "exit_code": exit_code,
+            "at": at.isoformat() if at else None, "reason": reason, "message": message}
+
+
+@pytest.fixture
+def cycle(django_capture_on_commit_callbacks):
+    """run_cycle as if its transaction committed: its after-commit messages reach `sent`."""
+    from jobs.scheduling import run_cycle
+
+    def run(now=None):
+        with django_capture_on_commit_callbacks(execute=True):
+            return run_cycle(now)
+    return run
+
+
+@pytest.fixture
+def reports(django_capture_on_commit_callbacks):
+    """Apply pod reports as the jobs.pod_reports task would, after-commit effects included."""
+    from jobs.lifecycle import apply_reports
+
+    def apply(*items, now=None):
+        with django_capture_on_commit_callbacks(execute=True):
+            return apply_reports(list(items), now)
+    return apply

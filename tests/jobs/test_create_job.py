@@ -1,0 +1,162 @@
+from dataclasses import replace
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from jobs.models import Job, JobSpec, Pod
+from jobs.services import (RoleRequest, ValidationFailed, can_change, create_job, delete_job,
+                           update_job_priority, visible_jobs)
+from quotas.models import Membership, Role, Workspace
+from tests.jobs.conftest import CV, NLP, V100, make_request
+
+A10 = "ecs.gn7i-c8g1.2xlarge"
+LINGJUN = "ml.gu7xf.c96m1600.8-gu108"
+
+
+def worker(**kw):
+    return RoleRequest(**{"role": "Worker", "pod_count": 1, "instance_type": V100, "image": "pytorch:2.5", **kw})
+
+
+def spot_worker(**kw):
+    return worker(**{"instance_type": A10, "spot_strategy": "SpotWithPriceLimit", **kw})
+
+
+BAD_INPUTS = [
+    ("priority", dict(priority=0), "1 to 9"),
+    ("priority", dict(priority=10), "1 to 9"),
+    ("display_name", dict(display_name="  "), "required"),
+    ("user_command", dict(user_command=""), "required"),
+    ("job_type", dict(job_type="SparkJob"), "PyTorchJob"),
+    ("resource_type", dict(resource_type="GPU"), "ECS, Lingjun"),
+    ("source", dict(source="free"), "quota, spot, public"),
+    ("quota_id", dict(quota_id=None), "is required for source 'quota'"),
+    ("quota_id", dict(quota_id="quota99999999"), "no quota with ResourceId"),
+    ("quota_id", dict(quota_id=CV), "not bound to workspace ml-research"),
+    ("quota_id", dict(quota_id="quota00000004"), "resource type Lingjun"),
+    ("quota_id", dict(source="public"), "only for source 'quota'"),
+    ("oversold_type", dict(oversold_type="Sometimes"), "AcceptQuotaOverSold"),
+    ("oversold_type", dict(source="public", quota_id=None, oversold_type="AcceptQuotaOverSold"), "only for jobs on a Resource Quota"),
+    ("roles", dict(roles=[]), "at least one role"),
+    ("roles[0].pod_count", dict(roles=[worker(pod_count=0)]), "1 to 1000"),
+    ("roles[0].instance_type", dict(roles=[worker(instance_type="ecs.nope")]), "ecs.gn6v-c8g1.16xlarge"),
+    ("roles[0].instance_type", dict(roles=[worker(instance_type=LINGJUN)]), "is a Lingjun instance type"),
+    ("roles[0].image", dict(roles=[worker(image="")]), "required"),
+    ("roles[1].role", dict(roles=[worker(), worker()]), "more than once"),
+    ("roles[0].spot_strategy", dict(roles=[worker(spot_strategy="SpotWithPriceLimit")]), "only for source 'spot'"),
+    ("roles[0].spot_discount_limit", dict(source="spot", quota_id=None, roles=[spot_worker()]), "SpotDiscountLimit"),
+    ("roles[0].spot_discount_limit", dict(source="spot", quota_id=None,
+                                          roles=[spot_worker(spot_discount_limit=Decimal("0.95"))]), "0.1, 0.2"),
+    ("roles[0].spot_strategy", dict(source="spot", quota_id=None,
+                                    roles=[spot_worker(spot_strategy="", spot_discount_limit=Decimal("0.5"))]),
+     "SpotWithPriceLimit"),
+    ("roles[0].spot_duration_hours", dict(source="spot", quota_id=None,
+                                          roles=[spot_worker(spot_discount_limit=Decimal("0.5"), spot_duration_hours=3)]),
+     "0 or 1"),
+    ("envs", dict(envs={"1BAD": "x"}), "letters, digits and _"),
+    ("max_running_time_minutes", dict(max_running_time_minutes=0), "1 to 525600"),
+    ("termination_grace_s", dict(termination_grace_s=-1), "0 to 3600"),
+    ("ft_run_type", dict(ft_run_type="Sometimes"), "Synchronous"),
+    ("ft_max_restarts", dict(ft_max_restarts=-1), "0 to 100"),
+    ("workspace_id", dict(workspace_id=987654), "not a member"),
+]
+
+
+@pytest.mark.parametrize(("field", "change", "allowed"), BAD_INPUTS, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD_INPUTS)])
+def test_it_names_the_bad_field_and_what_is_allowed_and_stores_nothing(bob, field, change, allowed):
+    with pytest.raises(ValidationFailed) as err:
+        create_job(bob, make_request(**change))
+    assert field in err.value.errors, err.value.errors
+    assert allowed in err.value.errors[field]
+    assert not Job.objects.exists() and not Pod.objects.exists()
+
+
+def test_it_reports_every_problem_at_once(bob):
+    with pytest.raises(ValidationFailed) as err:
+        create_job(bob, make_request(priority=11, display_name="", roles=[worker(pod_count=0)]))
+    assert {"priority", "display_name", "roles[0].pod_count"} <= set(err.value.errors)
+
+
+def test_a_lingjun_spot_bid_needs_the_user_vpc(alice):
+    request = make_request(resource_type="Lingjun", source="spot", quota_id=None,
+                           roles=[worker(instance_type=LINGJUN, spot_strategy="SpotWithPriceLimit",
+                                         spot_discount_limit=Decimal("0.5"))])
+    with pytest.raises(ValidationFailed) as err:
+        create_job(alice, request)
+    assert "user_vpc.VpcId" in err.value.errors
+
+
+def test_a_user_outside_the_workspace_cannot_create_a_job(charlie):
+    with pytest.raises(ValidationFailed) as err:
+        create_job(charlie, make_request())
+    assert "member of no workspace" in err.value.errors["workspace_id"]
+
+
+def test_a_viewer_cannot_create_a_job(charlie):
+    Membership.objects.create(workspace=Workspace.objects.get(name="ml-research"), user=charlie, role=Role.VIEWER)
+    with pytest.raises(ValidationFailed) as err:
+        create_job(charlie, make_request())
+    assert "viewer" in err.value.errors["workspace_id"] and "owner, admin or member" in err.value.errors["workspace_id"]
+    assert not Job.objects.exists()
+
+
+def test_it_stores_the_job_its_roles_and_pods_and_queues_it(bob, cycle_requests, django_capture_on_commit_callbacks):
+    request = make_request(roles=[worker(role="Master"), worker(pod_count=2)], envs={"EPOCHS": "3"}, priority=7)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = create_job(bob, request)
+    job.refresh_from_db()
+    assert job.status == "Queuing" and job.submitted_at is not None
+    assert job.job_id.startswith("dlc") and len(job.job_id) == 15 and job.job_id[3:].isalnum()
+    assert job.workspace.name == "ml-research"  # bob's default workspace
+    assert job.quota.quota_id == NLP and job.oversold_type == "ForbiddenQuotaOverSold" and job.priority == 7
+    assert list(JobSpec.objects.filter(job=job).values_list("role", "pod_count")) == [("Master", 1), ("Worker", 2)]
+    pods = list(job.pods.order_by("role", "index"))
+    assert [p.pod_id for p in pods] == [f"{job.job_id}-master-0", f"{job.job_id}-worker-0", f"{job.job_id}-worker-1"]
+    assert all(p.incarnation == 0 and p.gpu == 8 and p.cpu_m == 64000 and p.node is None for p in pods)
+    assert cycle_requests == [1]
+
+
+def test_a_spot_job_starts_in_bidding(alice):
+    job = create_job(alice, make_request(source="spot", quota_id=None,
+                                         roles=[spot_worker(spot_discount_limit=Decimal("0.5"))]))
+    assert job.status == "Bidding"
+    assert job.specs.get().bid_price == Decimal("0.073500")
+
+
+def test_alice_may_pick_another_of_her_workspaces(alice):
+    vision = Workspace.objects.get(name="vision-lab")
+    job = create_job(alice, make_request(workspace_id=vision.pk, quota_id=CV))
+    assert job.workspace == vision
+
+
+def test_only_members_see_a_job_and_only_writers_change_it(alice, bob, charlie):
+    job = create_job(bob, make_request())
+    assert list(visible_jobs(alice)) == [job] and list(visible_jobs(charlie)) == []
+    assert can_change(alice, job) and can_change(bob, job) and not can_change(charlie, job)
+    Membership.objects.create(workspace=job.workspace, user=charlie, role=Role.VIEWER)
+    assert list(visible_jobs(charlie)) == [job] and not can_change(charlie, job)
+    with pytest.raises(PermissionDenied):
+        update_job_priority(charlie, job, 9)
+
+
+def test_it_changes_the_priority_of_a_waiting_job(bob):
+    job = create_job(bob, make_request())
+    update_job_priority(bob, job, 9)
+    assert Job.objects.get(pk=job.pk).priority == 9
+    with pytest.raises(ValidationFailed, match="1 to 9"):
+        update_job_priority(bob, job, 12)
+
+
+def test_a_waiting_job_can_be_deleted_but_not_a_running_one(bob):
+    job = create_job(bob, make_request())
+    delete_job(bob, job)
+    assert not Job.objects.exists() and not Pod.objects.exists()
+    running = create_job(bob, make_request())
+    Job.objects.filter(pk=running.pk).update(status="Running")
+    with pytest.raises(ValidationFailed, match="stop it before deleting"):
+        delete_job(bob, running)
+
+
+def test_the_request_is_a_plain_dataclass_others_can_build(bob):
+    request = replace(make_request(), display_name="from the api")
+    assert create_job(bob, request).display_name == "from the api"

@@ -1,0 +1,57 @@
+import os
+import time
+
+import pytest
+from django.db import transaction
+
+from jobs import scheduling
+from jobs.scheduling import clear_request, request_cycle
+
+MODES = ["file", pytest.param("redis", marks=pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL"))]
+
+
+@pytest.fixture(params=MODES)
+def flag(request, settings, tmp_path):
+    if request.param == "file":
+        settings.REDIS_URL, settings.VAR_DIR = None, tmp_path
+    else:
+        settings.REDIS_URL = os.environ["REDIS_URL"]
+    clear_request()
+    yield request.param
+    clear_request()
+
+
+def test_a_burst_of_requests_asks_for_one_cycle(flag):
+    assert sum(scheduling._claim_request() for _ in range(50)) == 1
+
+
+def test_a_request_after_the_cycle_started_asks_for_another(flag):
+    assert scheduling._claim_request()
+    clear_request()  # the schedule task starts
+    assert scheduling._claim_request() and not scheduling._claim_request()
+
+
+def test_a_flag_whose_task_was_lost_expires(settings, tmp_path):
+    settings.REDIS_URL, settings.VAR_DIR = None, tmp_path
+    assert scheduling._claim_request()
+    old = time.time() - scheduling.REQUEST_TTL_S - 1
+    os.utime(tmp_path / "schedule-requested", (old, old))
+    assert scheduling._claim_request()
+
+
+def test_a_rolled_back_change_requests_no_cycle(db, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            request_cycle()
+            raise RuntimeError("rolled back")
+    assert callbacks == []
+
+
+def test_the_schedule_task_clears_the_request_and_runs_a_cycle(flag, monkeypatch):
+    from jobs import tasks
+
+    ran = []
+    monkeypatch.setattr(scheduling, "run_cycle", lambda: ran.append(1))
+    assert scheduling._claim_request()
+    tasks.schedule.apply()
+    assert ran == [1] and scheduling._claim_request()

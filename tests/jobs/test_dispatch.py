@@ -1,0 +1,45 @@
+from django.conf import settings
+
+from jobs.dispatch import master_port
+from jobs.services import RoleRequest, create_job
+from quotas.models import Executor, Node
+from tests.jobs.conftest import V100, make_request
+
+
+def role(name, pods):
+    return RoleRequest(role=name, pod_count=pods, instance_type=V100, image="pytorch:2.5")
+
+
+def test_start_messages_carry_the_gang_layout_the_gpus_and_the_job_envs(bob, cycle, sent):
+    Node.objects.filter(name="nlp-team-gn6v-c8g1-0").update(executor=Executor.PROCESS, hostname="gpu-a.lab")
+    job = create_job(bob, make_request(roles=[role("Master", 1), role("Worker", 1)],
+                                       envs={"EPOCHS": "3", "RANK": "user value loses"}, max_running_time_minutes=5))
+    cycle()
+    starts = {m.payload["pod_id"]: m for m in sent}
+    master, worker = starts[f"{job.job_id}-master-0"], starts[f"{job.job_id}-worker-0"]
+    assert master.queue == "agent.nlp-team-gn6v-c8g1-0" and worker.queue == "agent.simulated"
+    assert master.payload["executor"] == "process" and worker.payload["executor"] == "simulated"
+    assert master.payload["command"] == "python train.py" and master.payload["max_running_time_s"] == 300
+    assert master.payload["incarnation"] == 0 and master.payload["grace_s"] == 30
+    env = worker.payload["env"]
+    assert env["EPOCHS"] == "3" and env["RANK"] == "1" and env["WORLD_SIZE"] == "2" and env["LOCAL_RANK"] == "0"
+    assert env["MASTER_ADDR"] == "gpu-a.lab" and env["MASTER_PORT"] == str(master_port(job.job_id))
+    assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert env["OPENDLC_JOB_ID"] == job.job_id and env["OPENDLC_POD_ID"] == worker.payload["pod_id"]
+    assert env["OPENDLC_CKPT_DIR"] == f"{settings.OPENDLC_POD_ROOT}/{job.job_id}/checkpoints"
+    assert master.payload["env"]["RANK"] == "0"
+
+
+def test_a_pod_without_gpus_sees_none_and_the_master_falls_back_to_localhost(alice, cycle, sent):
+    request = make_request(source="public", quota_id=None,
+                           roles=[RoleRequest(instance_type="ecs.g7.xlarge", image="python:3.12")])
+    create_job(alice, request)
+    cycle()
+    (message,) = sent
+    assert message.payload["env"]["CUDA_VISIBLE_DEVICES"] == "" and message.payload["env"]["MASTER_ADDR"] == "127.0.0.1"
+    assert message.payload["max_running_time_s"] is None
+
+
+def test_the_master_port_is_stable_and_in_range():
+    assert master_port("dlcabc") == master_port("dlcabc")
+    assert 20000 <= master_port("dlcabc") < 40000

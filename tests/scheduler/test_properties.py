@@ -1,0 +1,226 @@
+"""Invariants of plan() over random snapshots (DESIGN: property tests)."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from datetime import timedelta
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler import (ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, PendingJob,
+                       PodRequest, Quota, Resources, RunningPod, Snapshot, plan)
+from scheduler.decisions import HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT
+from scheduler.quota_tree import QuotaTree
+
+from .builders import NOW
+
+TYPES = ("A", "B")
+SETTINGS = settings(max_examples=400, deadline=None)
+
+
+def res(gpus: int) -> Resources:
+    return Resources(gpus, 4000 * gpus + 1000, 16384 * gpus + 1024)
+
+
+@st.composite
+def snapshots(draw):
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    quotas = _quotas(rng)
+    nodes = _nodes(rng, quotas)
+    pods = _pods(rng, nodes, quotas)
+    jobs = _jobs(rng, quotas)
+    markets = tuple(MarketState(t, Decimal(rng.randint(1, 9)) / 10,
+                                Decimal(rng.randint(1, 9)) / 10,
+                                rng.choice(("ECS", LINGJUN))) for t in TYPES)
+    return Snapshot(nodes, quotas, pods, jobs, markets)
+
+
+def _quotas(rng):
+    out = []
+    for r in range(rng.randint(1, 3)):
+        kind = rng.choice(("ECS", "ECS", LINGJUN))
+        root = f"r{r}"
+        ids = [root] + [f"{root}c{c}" for c in range(rng.randint(0, 2))]
+        for qid in ids:
+            out.append(Quota(qid, rng.choice(("t1", "t2")), None if qid == root else root, kind,
+                             rng.choice(("StrictFIFO", "BestEffort")), rng.random() < 0.4,
+                             rng.choice((0, 0, 600))))
+    return tuple(out)
+
+
+def _nodes(rng, quotas):
+    return tuple(Node(f"n{i}", rng.choice(TYPES), res(rng.choice((2, 4, 8))),
+                      rng.choice([q.id for q in quotas] + [None]), rng.random() < 0.9)
+                 for i in range(rng.randint(1, 7)))
+
+
+def _pods(rng, nodes, quotas):
+    """Running pods that fit their nodes, as a consistent cluster would have them."""
+    tree = QuotaTree(quotas, nodes)
+    out = []
+    for node in nodes:
+        free, room = list(node.gpu_indices()), node.capacity
+        for k in range(rng.randint(0, 3)):
+            gpus = rng.randint(0, len(free))
+            pod = _pod(rng, f"{node.name}p{k}", node, gpus, tuple(free[:gpus]), tree, quotas)
+            if pod.resources.fits(room):
+                out.append(pod)
+                free, room = free[gpus:], room - pod.resources
+    return tuple(out)
+
+
+def _pod(rng, pod_id, node, gpus, ids, tree, quotas):
+    started = NOW - timedelta(minutes=rng.randint(1, 120))
+    common = dict(pod_id=pod_id, job_id=f"run-{pod_id}", node=node.name,
+                  resources=res(gpus) if gpus else Resources(0, 500, 512),
+                  started_at=started, priority=rng.randint(1, 9), gpu_indices=ids,
+                  terminating=rng.random() < 0.15,
+                  last_checkpoint_at=started + timedelta(minutes=1) if rng.random() < 0.5
+                  else None)
+    if node.quota_id is None:
+        kind = rng.choice(("spot", "payg"))
+        protect = NOW + timedelta(minutes=30) if rng.random() < 0.3 else None
+        return RunningPod(kind=kind, bid=Decimal(rng.randint(1, 9)) / 10 if kind == "spot"
+                          else None, protection_until=protect if kind == "spot" else None,
+                          **common)
+    if rng.random() < 0.5:  # a guaranteed pod of the node's quota or an ancestor
+        return RunningPod(kind="guaranteed", quota_id=rng.choice(tree.chain(node.quota_id)),
+                          **common)
+    return RunningPod(kind="idle", quota_id=rng.choice(quotas).id, **common)
+
+
+def _jobs(rng, quotas):
+    out = []
+    for j in range(rng.randint(0, 8)):
+        source = rng.choice(("quota", "quota", "quota", "spot", "payg"))
+        itype = rng.choice(TYPES) if source != "quota" or rng.random() < 0.3 else None
+        pods = tuple(PodRequest(rng.choice(("worker", "ps")), i, res(rng.choice((0, 1, 2, 4, 8))),
+                                itype) for i in range(rng.randint(1, 3)))
+        out.append(PendingJob(
+            f"j{j}", NOW - timedelta(minutes=rng.randint(0, 60)), pods,
+            rng.choice([q.id for q in quotas]) if source == "quota" else None,
+            oversold_type=rng.choice((FORBIDDEN, ACCEPT, FORCE)), priority=rng.randint(1, 9),
+            source=source, bid=Decimal(rng.randint(1, 9)) / 10 if source == "spot" else None))
+    # PodRequest (role, index) must be unique within a job.
+    return tuple(PendingJob(j.job_id, j.submitted_at,
+                            tuple(PodRequest(f"r{i}", i, p.resources, p.instance_type)
+                                  for i, p in enumerate(j.pods)),
+                            j.quota_id, "", j.oversold_type, j.priority, j.source, j.bid)
+                 for j in out)
+
+
+def used_after(snap, d):
+    """Capacity held per node once the decisions apply (preempted pods still terminate)."""
+    used = defaultdict(lambda: Resources())
+    gpu_ids = defaultdict(list)
+    for pod in snap.pods:
+        used[pod.node] = used[pod.node] + pod.resources
+        gpu_ids[pod.node] += pod.gpu_indices
+    jobs = {j.job_id: j for j in snap.jobs}
+    for a in d.admissions:
+        req = {(p.role, p.index): p for p in jobs[a.job_id].pods}
+        for pl in a.placements:
+            used[pl.node] = used[pl.node] + req[(pl.role, pl.index)].resources
+            gpu_ids[pl.node] += pl.gpu_indices
+    return used, gpu_ids
+
+
+@SETTINGS
+@given(snapshots())
+def test_no_node_is_over_allocated_and_no_gpu_is_assigned_twice(snap):
+    used, gpu_ids = used_after(snap, plan(snap, NOW))
+    for n in snap.nodes:
+        assert used[n.name].fits(n.capacity)
+        assert len(gpu_ids[n.name]) == len(set(gpu_ids[n.name]))
+        assert set(gpu_ids[n.name]) <= set(n.gpu_indices())
+
+
+@SETTINGS
+@given(snapshots())
+def test_every_admitted_job_is_whole_and_fits_its_nodes(snap):
+    d = plan(snap, NOW)
+    nodes = {n.name: n for n in snap.nodes}
+    tree = QuotaTree(snap.quotas, snap.nodes)
+    jobs = {j.job_id: j for j in snap.jobs}
+    for a in d.admissions:
+        job = jobs[a.job_id]
+        assert sorted((p.role, p.index) for p in a.placements) == \
+            sorted((p.role, p.index) for p in job.pods)
+        req = {(p.role, p.index): p for p in job.pods}
+        for pl in a.placements:
+            node, r = nodes[pl.node], req[(pl.role, pl.index)]
+            assert node.ready and r.resources.fits(node.capacity)
+            assert len(pl.gpu_indices) == r.resources.gpu
+            assert r.instance_type in (None, node.instance_type)
+            _assert_in_scope(a, node, tree)
+
+
+def _assert_in_scope(a, node, tree):
+    if a.kind in ("spot", "payg"):
+        assert node.quota_id is None
+    elif a.kind == "guaranteed":
+        assert tree.in_subtree(node.quota_id, a.quota_id)
+    else:
+        key = tree.idle_scope_key(a.quota_id)
+        assert node.name in {n.name for n in tree.idle_scope_nodes(key)}
+
+
+@SETTINGS
+@given(snapshots())
+def test_no_quota_exceeds_its_guarantee(snap):
+    d = plan(snap, NOW)
+    tree = QuotaTree(snap.quotas, snap.nodes)
+    tree.count_running(snap.pods)
+    jobs = {j.job_id: j for j in snap.jobs}
+    for a in d.admissions:
+        if a.kind == "guaranteed":
+            tree.add_usage(a.quota_id, sum((p.resources for p in jobs[a.job_id].pods),
+                                           Resources()))
+    for qid in tree.quotas:
+        assert tree.usage[qid].fits(tree.guarantee[qid])
+
+
+@SETTINGS
+@given(snapshots())
+def test_preemptions_follow_the_rules(snap):
+    d = plan(snap, NOW)
+    pods = {p.pod_id: p for p in snap.pods}
+    jobs = {j.job_id: j for j in snap.jobs}
+    quotas = {q.id: q for q in snap.quotas}
+    for pre in d.preemptions:
+        pod, reason = pods[pre.pod_id], pre.reason
+        assert not pod.terminating
+        if reason.code == RECLAIMED:  # only idle pods; Acceptable-in-quota pods are guaranteed
+            assert pod.kind == "idle"
+            assert jobs[reason.by_job].oversold_type != FORCE
+        elif reason.code == HIGHER_PRIORITY:  # never for an idle job, never across quotas
+            job = jobs[reason.by_job]
+            assert pod.kind == "guaranteed" and job.oversold_type != FORCE
+            assert pod.quota_id == job.quota_id and quotas[job.quota_id].allow_priority_preemption
+            assert pod.priority < job.priority
+        else:
+            assert reason.code in (OUTBID, STOCK_SHORT) and pod.kind == "spot"
+            assert pod.protection_until is None or pod.protection_until <= NOW
+
+
+@SETTINGS
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_plan_is_deterministic_whatever_the_input_order(snap, rnd):
+    first = plan(snap, NOW)
+    assert plan(snap, NOW) == first
+    shuffled = Snapshot(*(tuple(rnd.sample(items, len(items))) for items in
+                          (snap.nodes, snap.quotas, snap.pods, snap.jobs, snap.markets)))
+    assert plan(shuffled, NOW) == first
+
+
+@SETTINGS
+@given(snapshots())
+def test_every_pending_job_is_admitted_or_told_why_it_waits(snap):
+    d = plan(snap, NOW)
+    admitted = [a.job_id for a in d.admissions]
+    waiting = [w.job_id for w in d.waiting]
+    assert sorted(admitted + waiting) == sorted(j.job_id for j in snap.jobs)
+    assert all(w.message and w.position >= 1 for w in d.waiting)

@@ -1,0 +1,146 @@
+"""Rule 4: a lender takes its capacity back by preempting the fewest idle pods."""
+
+import pytest
+
+from scheduler import plan
+from scheduler.decisions import (HIGHER_PRIORITY, QUOTA_FULL, RECLAIMED,
+                                 WAITING_FOR_TERMINATION)
+
+from .builders import NOW, make_job, make_pod, node, quota, snapshot
+
+TREE = [quota("root"), quota("q1", "root"), quota("q2", "root"),
+        quota("q3", "root", min_runtime_s=3600)]
+NODES = [node("n1", "q1"), node("n2", "q2")]
+
+
+def borrower(pod_id, gpus=2, q="q2"):
+    return make_pod(pod_id).on("n1").idle().quota(q).gpus(gpus)
+
+
+def preempted(pods, job=None, quotas=TREE):
+    job = job or make_job("a").gpus(2)
+    return plan(snapshot(NODES, quotas, pods, [job]), NOW).preempted_pod_ids()
+
+
+VICTIM_ORDER_CASES = [
+    ("it preempts a borrower before the lender's own idle pod",
+     [borrower("own", q="q1"), borrower("other").priority(9)], ("other",)),
+    ("it preempts the lower priority borrower first",
+     [borrower("low").priority(1), borrower("high").priority(5)], ("low",)),
+    ("it preempts the borrower with the newest checkpoint first",
+     [borrower("old").checkpoint(50), borrower("new").checkpoint(5)], ("new",)),
+    ("it preempts the most recently started borrower when none has a checkpoint",
+     [borrower("early").started(50), borrower("late").started(5)], ("late",)),
+    ("a checkpoint counts as less work lost than a later start",
+     [borrower("ckpt").started(100).checkpoint(1), borrower("fresh").started(10)], ("ckpt",)),
+    ("it breaks ties by pod id",
+     [borrower("p-b"), borrower("p-a")], ("p-a",)),
+]
+
+
+@pytest.mark.parametrize("name, pods, expected", VICTIM_ORDER_CASES,
+                         ids=[c[0] for c in VICTIM_ORDER_CASES])
+def test_victim_order(name, pods, expected):
+    full = pods + [make_pod("g").on("n1").gpus(8 - 2 * len(pods))]
+    assert preempted(full) == expected
+
+
+def test_it_preempts_the_fewest_pods_even_if_they_come_later_in_victim_order():
+    pods = [borrower("small", gpus=1).priority(1), borrower("big", gpus=4).priority(5),
+            make_pod("g").on("n1").gpus(3)]
+    assert preempted(pods, make_job("a").gpus(4)) == ("big",)
+
+
+def test_it_drops_victims_that_turned_out_unnecessary():
+    pods = [borrower("a1", gpus=1).priority(1), borrower("a2", gpus=1).priority(2),
+            borrower("b", gpus=2).priority(3), make_pod("g").on("n1").gpus(4)]
+    # Needs 2 GPUs: one 2-GPU pod beats two 1-GPU pods.
+    assert preempted(pods, make_job("a").gpus(2)) == ("b",)
+
+
+def test_the_preemption_names_the_quota_and_job_that_reclaimed():
+    d = plan(snapshot(NODES, TREE, [borrower("v", gpus=8)], [make_job("a").gpus(2)]), NOW)
+    reason = d.preemptions[0].reason
+    assert (reason.code, reason.by_quota, reason.by_job) == (RECLAIMED, "q1", "a")
+    assert reason.message == "Reclaimed by quota q1 for job a"
+
+
+def test_preempted_capacity_is_not_free_in_the_same_cycle():
+    jobs = [make_job("a").gpus(8), make_job("small").gpus(1).priority(1)]
+    d = plan(snapshot(NODES, TREE, [borrower("v", gpus=8)], jobs), NOW)
+    assert d.admissions == ()
+    w = d.wait_reason("a")
+    assert (w.code, w.waiting_for_pods) == (WAITING_FOR_TERMINATION, 1)
+    assert w.message == "Waiting for 1 preempted or stopping pod(s) to terminate"
+
+
+def test_it_preempts_nothing_more_while_victims_are_terminating():
+    pods = [borrower("v1", gpus=4).terminating(), borrower("v2", gpus=4)]
+    d = plan(snapshot(NODES, TREE, pods, [make_job("a").gpus(4)]), NOW)
+    assert d.preemptions == ()
+    assert d.wait_reason("a").code == WAITING_FOR_TERMINATION
+
+
+def test_it_preempts_only_what_is_missing_beyond_terminating_pods():
+    pods = [borrower("v1", gpus=4).terminating(), borrower("v2", gpus=2),
+            borrower("v3", gpus=2).priority(5)]
+    d = plan(snapshot(NODES, TREE, pods, [make_job("a").gpus(6)]), NOW)
+    assert d.preempted_pod_ids() == ("v2",)
+
+
+def test_it_respects_the_borrowers_minimum_runtime():
+    pods = [borrower("young", q="q3", gpus=4).started(10), borrower("old", gpus=4)]
+    assert preempted(pods, make_job("a").gpus(4)) == ("old",)
+    d = plan(snapshot(NODES, TREE, [borrower("young", q="q3", gpus=8).started(10)],
+                      [make_job("a").gpus(4)]), NOW)
+    assert d.preemptions == ()
+    assert "idle jobs hold 8 GPU" in d.wait_reason("a").message
+
+
+@pytest.mark.parametrize("job", [make_job("b").quota("q2").force().gpus(4),
+                                 make_job("b").quota("q2").accept().gpus(4)],
+                         ids=["only-idle", "acceptable"])
+def test_guaranteed_pods_are_never_preempted_for_an_idle_job(job):
+    pods = [make_pod("g1").on("n1").gpus(8).priority(1),
+            make_pod("g2").on("n2").quota("q2").gpus(8)]
+    d = plan(snapshot(NODES, TREE, pods, [job.priority(9)]), NOW)
+    assert d.preemptions == ()
+
+
+def test_an_acceptable_job_placed_in_quota_is_never_reclaimed():
+    # q2's Acceptable pod on q2's node runs In Quota (kind guaranteed): q2's job cannot take it.
+    pods = [make_pod("acc").on("n2").quota("q2").gpus(8)]
+    d = plan(snapshot(NODES, TREE, pods, [make_job("a").quota("q2").gpus(4).priority(9)]), NOW)
+    assert d.preemptions == ()
+    assert d.wait_reason("a").code == QUOTA_FULL
+
+
+@pytest.mark.parametrize("allowed, expected", [(True, ("low",)), (False, ())])
+def test_a_higher_priority_job_preempts_within_its_quota_only_when_enabled(allowed, expected):
+    tree = [quota("root"), quota("q1", "root", allow_priority_preemption=allowed),
+            quota("q2", "root")]
+    pods = [make_pod("low").on("n1").gpus(4).priority(1),
+            make_pod("same").on("n1").gpus(4).priority(9)]
+    d = plan(snapshot(NODES, tree, pods, [make_job("a").gpus(4).priority(9)]), NOW)
+    assert d.preempted_pod_ids() == expected
+    if allowed:
+        reason = d.preemptions[0].reason
+        assert reason.code == HIGHER_PRIORITY
+        assert reason.message == "Preempted by higher priority job a (priority 9 > 1) in quota q1"
+
+
+def test_priority_preemption_takes_borrowers_before_own_guaranteed_pods():
+    tree = [quota("root"), quota("q1", "root", allow_priority_preemption=True),
+            quota("q2", "root")]
+    pods = [make_pod("low").on("n1").gpus(4).priority(1), borrower("b", gpus=4).priority(9)]
+    d = plan(snapshot(NODES, tree, pods, [make_job("a").gpus(4).priority(9)]), NOW)
+    assert d.preempted_pod_ids() == ("b",)
+
+
+def test_a_gang_reclaims_across_several_nodes():
+    tree = [quota("root"), quota("q1", "root"), quota("q2", "root")]
+    nodes = [node("n1", "q1"), node("n1b", "q1"), node("n2", "q2")]
+    pods = [borrower("v1", gpus=8), make_pod("v2").on("n1b").idle().quota("q2").gpus(8)]
+    d = plan(snapshot(nodes, tree, pods, [make_job("a").gpus(8).pods(2)]), NOW)
+    assert d.preempted_pod_ids() == ("v1", "v2")
+    assert d.wait_reason("a").waiting_for_pods == 2

@@ -1,0 +1,107 @@
+"""Rule 7: spot jobs bid for the public pool; pay-as-you-go takes inventory first."""
+
+import pytest
+
+from scheduler import LINGJUN, plan
+from scheduler.decisions import BID_BELOW_PRICE, NO_STOCK, OUTBID, STOCK_SHORT
+
+from .builders import NOW, make_job, make_pod, market, node, snapshot
+
+POOL = [node("s1"), node("s2")]
+
+
+def spot_pod(pod_id, bid, node_name="s1", gpus=8, protected=0):
+    return make_pod(pod_id).on(node_name).gpus(gpus).spot(bid, protected).job(pod_id)
+
+
+def test_it_admits_a_spot_job_whose_bid_meets_the_market_price():
+    d = plan(snapshot(POOL, jobs=[make_job("a").spot("1.00").gpus(8)],
+                      markets=[market("1.00")]), NOW)
+    a = d.admission("a")
+    assert (a.kind, a.quota_id, a.use_oversold) == ("spot", None, False)
+
+
+def test_it_rejects_a_bid_below_the_market_price():
+    d = plan(snapshot(POOL, jobs=[make_job("a").spot("0.50").gpus(8)],
+                      markets=[market("0.80")]), NOW)
+    w = d.wait_reason("a")
+    assert (w.status, w.code, w.queue) == ("Bidding", BID_BELOW_PRICE, "spot:ecs.gn7-8xA100")
+    assert w.message == "bid 0.50 is below the market price 0.80 of ecs.gn7-8xA100"
+
+
+def test_a_spot_job_without_stock_keeps_bidding():
+    pods = [make_pod("p").on("s1").payg().gpus(8), make_pod("q").on("s2").payg().gpus(8)]
+    d = plan(snapshot(POOL, pods=pods, jobs=[make_job("a").spot("1").gpus(2)],
+                      markets=[market("0.5")]), NOW)
+    w = d.wait_reason("a")
+    assert (w.status, w.code) == ("Bidding", NO_STOCK)
+    assert "0 GPU free of 16 GPU, this job needs 2 GPU" in w.message
+
+
+def test_spot_jobs_never_use_quota_nodes():
+    nodes = [node("n1", "q1")]
+    d = plan(snapshot(nodes, jobs=[make_job("a").spot("1").gpus(1)],
+                      markets=[market("0.5")]), NOW)
+    assert d.wait_reason("a").code == NO_STOCK
+
+
+def test_the_highest_bid_gets_the_last_stock():
+    jobs = [make_job("low").spot("0.6").gpus(8).submitted(100),
+            make_job("high").spot("0.9").gpus(8).submitted(1)]
+    d = plan(snapshot([node("s1")], jobs=jobs, markets=[market("0.5")]), NOW)
+    assert [a.job_id for a in d.admissions] == ["high"]
+
+
+@pytest.mark.parametrize("resource_type, price, avg, bid, released", [
+    ("ECS", "0.80", "0.50", "0.70", True),      # ECS: below the current price
+    ("ECS", "0.60", "0.90", "0.70", False),     # ECS: the average does not matter
+    (LINGJUN, "0.80", "0.50", "0.70", False),   # Lingjun: above the hour's average
+    (LINGJUN, "0.60", "0.90", "0.70", True),    # Lingjun: below the hour's average
+])
+def test_it_releases_an_outbid_spot_pod(resource_type, price, avg, bid, released):
+    d = plan(snapshot(POOL, pods=[spot_pod("p", bid)],
+                      markets=[market(price, avg, resource_type=resource_type)]), NOW)
+    assert d.preempted_pod_ids() == (("p",) if released else ())
+    if released:
+        reason = d.preemptions[0].reason
+        assert (reason.code, str(reason.bid)) == (OUTBID, bid)
+        assert reason.message.startswith(f"Outbid: bid {bid} is below the ")
+
+
+def test_it_releases_every_pod_of_an_outbid_job_together():
+    pods = [spot_pod("p1", "0.5").job("j"), spot_pod("p2", "0.5", "s2").job("j")]
+    d = plan(snapshot(POOL, pods=pods, markets=[market("0.8")]), NOW)
+    assert d.preempted_pod_ids() == ("p1", "p2")
+
+
+def test_it_never_releases_a_spot_pod_inside_its_protection_period():
+    pods = [spot_pod("p", "0.1", protected=30), spot_pod("q", "0.1", "s2", protected=30)]
+    jobs = [make_job("payg").payg().gpus(8)]
+    d = plan(snapshot(POOL, pods=pods, jobs=jobs, markets=[market("0.9")]), NOW)
+    assert d.preemptions == ()
+    assert d.wait_reason("payg").code == NO_STOCK
+
+
+def test_pay_as_you_go_releases_the_lowest_bid_spot_pod_for_stock():
+    pods = [spot_pod("rich", "0.9"), spot_pod("poor", "0.6", "s2")]
+    d = plan(snapshot(POOL, pods=pods, jobs=[make_job("p").payg().gpus(8)],
+                      markets=[market("0.5")]), NOW)
+    assert d.preempted_pod_ids() == ("poor",)
+    reason = d.preemptions[0].reason
+    assert (reason.code, reason.by_job) == (STOCK_SHORT, "p")
+    assert d.wait_reason("p").code == "waiting_for_termination"
+
+
+def test_pay_as_you_go_takes_inventory_before_spot_in_the_same_cycle():
+    jobs = [make_job("spot").spot("0.9").gpus(8).priority(9).submitted(100),
+            make_job("payg").payg().gpus(8).submitted(1)]
+    d = plan(snapshot([node("s1")], jobs=jobs, markets=[market("0.5")]), NOW)
+    assert [a.job_id for a in d.admissions] == ["payg"]
+    assert d.admission("payg").kind == "payg"
+    assert d.wait_reason("spot").code == NO_STOCK
+
+
+def test_spot_market_missing_means_no_stock():
+    d = plan(snapshot(POOL, jobs=[make_job("a").spot("1").gpus(1)]), NOW)
+    w = d.wait_reason("a")
+    assert (w.code, w.message) == (NO_STOCK, "no spot market for instance type ecs.gn7-8xA100")

@@ -24,7 +24,9 @@ from agent.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
-NODE_MARKER = "OPENDLC_AGENT_NODE"
+# Every pod process carries OPENDLC_AGENT=<node>@<pod root>: a restarted agent finds its orphans by
+# it, and never touches the pods of another install on the same machine.
+MARKER = "OPENDLC_AGENT"
 EXIT_CODE_FILE = ".opendlc-exit-code"
 # The outer shell records the command's exit code, so an agent that restarted while the pod ran
 # still learns how it ended. An untrapped SIGTERM kills the outer shell at once; the command's own
@@ -32,6 +34,10 @@ EXIT_CODE_FILE = ".opendlc-exit-code"
 WRAPPER = 'bash -c "$1"; rc=$?; printf %s "$rc" > ' + EXIT_CODE_FILE + '; exit "$rc"'
 # Variables of the agent's own environment a pod inherits unless the platform sets them.
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+
+
+def marker(node: str, pod_root: Path) -> str:
+    return f"{node}@{Path(pod_root).resolve()}"
 
 
 @dataclass
@@ -64,6 +70,7 @@ class ProcessExecutor:
         self._ended: deque[str] = deque(maxlen=10_000)  # recent pods, so a redelivered start is ignored
         self._lock = threading.RLock()
         self.state_path = self.pod_root / ".agents" / f"{node}.json"
+        self.marker = marker(node, self.pod_root)
         self.shipper = LogShipper(outbox, self._snapshot, interval_s=ship_interval_s)
 
     # -- the two messages of the contract -------------------------------------------------------
@@ -131,7 +138,7 @@ class ProcessExecutor:
         env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
         env.setdefault("OPENDLC_CKPT_DIR", str(self.pod_root / str(spec["job_id"]) / "checkpoints"))
         env.update(OPENDLC_POD_ID=spec["pod_id"], OPENDLC_JOB_ID=str(spec["job_id"]))
-        env[NODE_MARKER] = self.node
+        env[MARKER] = self.marker
         return env
 
     def _terminate(self, pod: PodProcess, grace_s: float) -> None:
@@ -219,7 +226,7 @@ class ProcessExecutor:
             log.info("adopted running pod %s (process group %s)", pod.pod_id, pod.pgid)
             threading.Thread(target=self._watch, args=(pod,), name=f"pod-{pod.pod_id}", daemon=True).start()
         owned = {p.pgid for p in adopted}
-        for pgid in procs.groups_with_env(NODE_MARKER, self.node) - owned:
+        for pgid in procs.groups_with_env(MARKER, self.marker) - owned:
             log.warning("killing orphaned pod process group %s", pgid)
             procs.signal_group(pgid, signal.SIGKILL)
 

@@ -119,6 +119,8 @@ else:
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
         "store_processed": False,
+        # Exchange tables too, or kombu writes them to ./control of whatever directory a process runs in.
+        "control_folder": str(BROKER_DIR / "control"),
         # Without it kombu writes broadcast/control files into the working directory.
         "control_folder": str(BROKER_DIR / "control"),
     }

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.db import connection
 
 from agent import procs
-from agent.process import NODE_MARKER
+from agent.process import MARKER, marker
 from jobs import scheduling
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ class LiveCluster:
 
         with app.connection_for_write() as conn:
             channel = conn.default_channel
-            for queue in (*PLATFORM_QUEUES, "agent.e2e-a", "agent.e2e-b"):
+            for queue in (*PLATFORM_QUEUES, "agent.e2e-a", "agent.e2e-b", "agent.simulated"):
                 try:
                     channel.queue_purge(queue)
                 except Exception:  # a queue that never existed
@@ -89,6 +89,9 @@ class LiveCluster:
             self.nodes.append(node)
         return self._spawn(f"agent-{node}", [sys.executable, "manage.py", "agent", "--node", node, "--concurrency", "2"])
 
+    def start_simulated_agent(self) -> subprocess.Popen:
+        return self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated"])
+
     def kill(self, key: str) -> None:
         proc = self.processes.pop(key)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -108,9 +111,13 @@ class LiveCluster:
                 proc.wait()
         # The pods the agents started (agents leave them running on purpose).
         for node in self.nodes:
-            for pgid in procs.groups_with_env(NODE_MARKER, node):
+            for pgid in procs.groups_with_env(MARKER, marker(node, self.pod_root)):
                 procs.signal_group(pgid, signal.SIGKILL)
         connection.close()
+
+    def pod_groups(self, node: str) -> set[int]:
+        """The process groups of the pods this cluster's agent of `node` started."""
+        return procs.groups_with_env(MARKER, marker(node, self.pod_root))
 
     def logs(self) -> str:
         return "\n".join(f"==== {p.name}\n{p.read_text(errors='replace')[-6000:]}" for p in sorted(self.var.glob("*.log")))

@@ -10,8 +10,6 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 
-from agent import procs
-from agent.process import NODE_MARKER
 from jobs.logs import read_all
 from jobs.models import Job, OversoldType, Pod
 from jobs.services import JobRequest, RoleRequest, create_job
@@ -27,6 +25,7 @@ def live(transactional_db, settings, tmp_path):
     cluster = LiveCluster(tmp_path, settings)
     yield cluster
     cluster.close()
+    print(cluster.logs())  # shown when the test failed
 
 
 @pytest.fixture
@@ -52,9 +51,10 @@ def team(transactional_db):
     return {"alice": alice, "a": a, "b": b}
 
 
-def submit(team, command: str, *, quota="a", pods=1, oversold=None, grace_s=30) -> Job:
+def submit(team, command: str, *, quota="a", pods=1, oversold=None, grace_s=30, envs=None) -> Job:
     return create_job(team["alice"], JobRequest(
         display_name="e2e", user_command=command, quota_id=team[quota].quota_id, oversold_type=oversold,
+        envs=envs or {},
         roles=[RoleRequest(pod_count=pods, instance_type="e2e.c1m1g2", image="local")], termination_grace_s=grace_s,
     ))
 
@@ -106,8 +106,9 @@ def test_a_preempted_pod_flushes_in_its_grace_period_is_evicted_and_frees_the_no
     idle_pod.refresh_from_db()
     assert flushed.read_text() == "saved\n"
     assert (idle_pod.status, idle_pod.sub_status, idle_pod.status_label) == ("Failed", "Evicted", "Resource Preempted")
-    assert idle_pod.finished_at <= Pod.objects.get(job=owner).started_at
-    assert Pod.objects.get(job=owner).node.name == "e2e-a"
+    owner_pod = Pod.objects.select_related("node").get(job=owner)
+    assert (owner_pod.node.name, owner_pod.status) == ("e2e-a", "Succeeded")
+    assert owner_pod.bound_at >= idle_pod.finished_at  # placed only once the idle pod was gone
     assert status(borrower) == "Failed"
 
 
@@ -121,7 +122,7 @@ def test_a_killed_agent_makes_its_node_not_ready_and_its_pods_node_lost_and_a_re
     live.wait(lambda: "started" in read_all(pod), "the pod to run")
 
     live.kill("agent-e2e-a")  # SIGKILL: no goodbye, no more heartbeats; the pod runs on, orphaned
-    assert procs.groups_with_env(NODE_MARKER, "e2e-a")
+    assert live.pod_groups("e2e-a"), live.logs()
     lost = live.wait(reap_lost_nodes, "the reaper to find the node lost", timeout=30)
 
     pod.refresh_from_db()
@@ -133,4 +134,19 @@ def test_a_killed_agent_makes_its_node_not_ready_and_its_pods_node_lost_and_a_re
     # The agent comes back: the node is Ready again, and the pod the platform gave up on is stopped.
     live.start_agent("e2e-a")
     live.wait(registered("e2e-a"), "the node to be Ready again")
-    live.wait(lambda: not procs.groups_with_env(NODE_MARKER, "e2e-a"), "the unwanted pod to be stopped")
+    live.wait(lambda: not live.pod_groups("e2e-a"), "the unwanted pod to be stopped")
+
+
+def test_the_simulated_agent_runs_pods_of_every_simulated_node_for_their_declared_time(live, team):
+    Node.objects.filter(name__in=["e2e-a", "e2e-b"]).update(executor=Executor.SIMULATED)
+    live.start_platform()
+    live.start_simulated_agent()
+    live.wait(registered("e2e-a", "e2e-b"), "the simulated agent's heartbeat to keep both nodes alive")
+
+    ok = submit(team, "train", pods=2, envs={"SIM_DURATION_S": "0.5"})
+    live.wait(lambda: status(ok) == "Succeeded", "the simulated job to succeed")
+    failing = submit(team, "train", envs={"SIM_DURATION_S": "0.1", "SIM_EXIT_CODE": "3"})
+    live.wait(lambda: status(failing) == "Failed", "the simulated job to fail")
+
+    assert sorted(Pod.objects.filter(job=ok).values_list("node__name", flat=True)) == ["e2e-a", "e2e-b"]
+    assert list(Pod.objects.filter(job=failing).values_list("status", "exit_code")) == [("Failed", 3)]

@@ -8,7 +8,7 @@ import pytest
 
 from agent import procs
 from agent.outbox import Outbox
-from agent.process import NODE_MARKER, ProcessExecutor
+from agent.process import MARKER, ProcessExecutor
 from tests.agent.helpers import Recorder, wait_for
 
 
@@ -24,7 +24,7 @@ def executor(tmp_path, recorder):
     ex.run()
     yield ex
     ex.close()
-    for pgid in procs.groups_with_env(NODE_MARKER, "unit-node"):  # nothing a test started may outlive it
+    for pgid in procs.groups_with_env(MARKER, ex.marker):  # nothing a test started may outlive it
         procs.signal_group(pgid, signal.SIGKILL)
     outbox.close()
 

@@ -8,7 +8,7 @@ import pytest
 
 from agent import procs
 from agent.outbox import Outbox
-from agent.process import NODE_MARKER, ProcessExecutor
+from agent.process import MARKER, ProcessExecutor, marker
 from tests.agent.helpers import Recorder, wait_for
 from tests.agent.test_process_executor import pod
 
@@ -30,7 +30,7 @@ def make_executor(tmp_path):
     for ex, outbox in made:
         ex.close()
         outbox.close()
-    for pgid in procs.groups_with_env(NODE_MARKER, NODE):
+    for pgid in procs.groups_with_env(MARKER, marker(NODE, tmp_path / "pods")):
         procs.signal_group(pgid, signal.SIGKILL)
 
 
@@ -64,8 +64,9 @@ def test_a_restarted_agent_reports_the_exit_code_of_a_pod_that_ended_while_it_wa
     assert second.running_pod_ids() == []
 
 
-def test_a_restarted_agent_kills_pod_processes_it_does_not_own(make_executor):
-    orphan = subprocess.Popen(["sleep", "60"], env={**os.environ, NODE_MARKER: NODE}, start_new_session=True)
+def test_a_restarted_agent_kills_pod_processes_it_does_not_own(make_executor, tmp_path):
+    orphan = subprocess.Popen(["sleep", "60"], env={**os.environ, MARKER: marker(NODE, tmp_path / "pods")},
+                              start_new_session=True)
     try:
         agent, _ = make_executor()
         agent.run()

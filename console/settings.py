@@ -178,3 +178,9 @@ CELERY_BEAT_SCHEDULE["spot-close-yesterday"] = {
     "schedule": crontab(hour=0, minute=10),
     "options": {"expires": 3600},
 }
+# Nodes whose agent stopped sending heartbeats become NotReady and their pods fail (quotas/nodes.py).
+CELERY_BEAT_SCHEDULE["reap-lost-nodes"] = {
+    "task": "nodes.reap_lost",
+    "schedule": float(OPENDLC_HEARTBEAT_INTERVAL_S),
+    "options": {"queue": "default", "expires": float(OPENDLC_HEARTBEAT_INTERVAL_S)},
+}

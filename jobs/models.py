@@ -285,3 +285,17 @@ class RestartRecord(models.Model):
     @property
     def duration_s(self) -> float | None:
         return (self.running_again_at - self.at).total_seconds() if self.running_again_at else None
+
+
+class PodLog(models.Model):
+    """A chunk of a pod's stdout/stderr as its agent shipped it; `offset` is its byte offset in the log."""
+
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="log_chunks")
+    offset = models.BigIntegerField()
+    end = models.BigIntegerField(help_text="offset + the chunk's length in bytes")
+    text = models.TextField()
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pod", "offset"]
+        constraints = [models.UniqueConstraint(fields=["pod", "offset"], name="one_log_chunk_per_offset")]

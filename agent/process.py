@@ -1,0 +1,231 @@
+"""The process executor: each pod is `bash -c <command>` in its own process group on this machine.
+
+A pod lives in <pod root>/<job_id>/<pod_id>/ (its working directory, `pod.log` with stdout and
+stderr, and the exit code its wrapper writes). One watcher thread per pod waits for it; one shipper
+thread sends new log bytes and changed progress files to the platform. The pods this agent runs are
+listed in a small state file, so a restarted agent adopts the ones still alive, reports the ones
+that ended while it was away, and kills pod processes that nobody owns any more.
+"""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent import procs
+from agent.logship import LogShipper
+from agent.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+NODE_MARKER = "OPENDLC_AGENT_NODE"
+EXIT_CODE_FILE = ".opendlc-exit-code"
+# The outer shell records the command's exit code, so an agent that restarted while the pod ran
+# still learns how it ended. An untrapped SIGTERM kills the outer shell at once; the command's own
+# traps still run, and the pod counts as ended only when the whole group is gone.
+WRAPPER = 'bash -c "$1"; rc=$?; printf %s "$rc" > ' + EXIT_CODE_FILE + '; exit "$rc"'
+# Variables of the agent's own environment a pod inherits unless the platform sets them.
+INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+
+
+@dataclass
+class PodProcess:
+    pod_id: str
+    job_id: str
+    pgid: int
+    workdir: Path
+    env: dict
+    proc: subprocess.Popen | None = None  # None when adopted from an earlier agent
+    stop_reason: str = ""
+    group_gone: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "pod.log"
+
+    def state(self) -> dict:
+        return {"job_id": self.job_id, "pgid": self.pgid, "workdir": str(self.workdir), "env": self.env}
+
+
+class ProcessExecutor:
+    kind = "process"
+
+    def __init__(self, node: str, pod_root: Path, outbox: Outbox, *, ship_interval_s: float = 1.0):
+        self.node = node
+        self.pod_root = Path(pod_root)
+        self.outbox = outbox
+        self.pods: dict[str, PodProcess] = {}
+        self._ended: deque[str] = deque(maxlen=10_000)  # recent pods, so a redelivered start is ignored
+        self._lock = threading.RLock()
+        self.state_path = self.pod_root / ".agents" / f"{node}.json"
+        self.shipper = LogShipper(outbox, self._snapshot, interval_s=ship_interval_s)
+
+    # -- the two messages of the contract -------------------------------------------------------
+
+    def start(self, spec: dict) -> None:
+        pod_id = spec["pod_id"]
+        with self._lock:
+            if pod_id in self.pods or pod_id in self._ended:
+                log.info("pod %s is already known; start ignored", pod_id)
+                return
+            try:
+                pod = self._spawn(spec)
+            except OSError as exc:
+                self._ended.append(pod_id)
+                self.outbox.report(pod_id, "Failed", reason="StartError", message=f"could not start: {exc}")
+                return
+            self.pods[pod_id] = pod
+            self._save_state()
+        self.outbox.report(pod_id, "Running")
+        threading.Thread(target=self._watch, args=(pod,), name=f"pod-{pod_id}", daemon=True).start()
+        if spec.get("max_running_time_s"):
+            timer = threading.Timer(
+                spec["max_running_time_s"], self.stop, args=(pod_id, "MaxRunningTime", spec.get("grace_s", 30))
+            )
+            timer.daemon = True
+            timer.start()
+
+    def stop(self, pod_id: str, reason: str, grace_s: float) -> None:
+        with self._lock:
+            pod = self.pods.get(pod_id)
+            if pod is None:
+                if pod_id not in self._ended:
+                    # Stopped before it started here: make sure a late start is ignored.
+                    self._ended.append(pod_id)
+                    self.outbox.report(pod_id, "Failed", reason=reason, message="stopped before it started")
+                return
+            if pod.stop_reason:
+                return
+            pod.stop_reason = reason
+        log.info("stopping pod %s (%s), grace %ss", pod_id, reason, grace_s)
+        threading.Thread(target=self._terminate, args=(pod, grace_s), daemon=True).start()
+
+    def running_pod_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self.pods)
+
+    # -- running a pod ------------------------------------------------------------------------
+
+    def _spawn(self, spec: dict) -> PodProcess:
+        workdir = self.pod_root / str(spec["job_id"]) / spec["pod_id"]
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / EXIT_CODE_FILE).unlink(missing_ok=True)
+        env = self._environment(spec)
+        with open(workdir / "pod.log", "ab") as out:
+            proc = subprocess.Popen(
+                ["bash", "-c", WRAPPER, "opendlc-pod", spec["command"]],
+                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop signals reach every child
+            )
+        log.info("pod %s started as process group %s in %s", spec["pod_id"], proc.pid, workdir)
+        return PodProcess(spec["pod_id"], str(spec["job_id"]), proc.pid, workdir, env, proc)
+
+    def _environment(self, spec: dict) -> dict:
+        env = {k: os.environ[k] for k in INHERITED if k in os.environ}
+        env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+        env.setdefault("OPENDLC_CKPT_DIR", str(self.pod_root / str(spec["job_id"]) / "checkpoints"))
+        env.update(OPENDLC_POD_ID=spec["pod_id"], OPENDLC_JOB_ID=str(spec["job_id"]))
+        env[NODE_MARKER] = self.node
+        return env
+
+    def _terminate(self, pod: PodProcess, grace_s: float) -> None:
+        how = procs.terminate_group(pod.pgid, grace_s)
+        log.info("pod %s process group %s %s", pod.pod_id, pod.pgid, how)
+        pod.group_gone.set()
+
+    def _watch(self, pod: PodProcess) -> None:
+        if pod.proc is not None:
+            pod.proc.wait()
+        else:
+            while procs.group_alive(pod.pgid):  # adopted: not our child, so poll
+                time.sleep(0.5)
+        with self._lock:
+            stopping = bool(pod.stop_reason)
+        if stopping:
+            pod.group_gone.wait()
+        else:
+            # The command ended; children it left behind must not keep holding the GPUs.
+            procs.signal_group(pod.pgid, signal.SIGKILL)
+            procs.wait_gone(pod.pgid, 30)
+        self._finish(pod)
+
+    def _finish(self, pod: PodProcess) -> None:
+        code = self._exit_code(pod)
+        self.shipper.ship(pod, final=True)
+        with self._lock:
+            self.pods.pop(pod.pod_id, None)
+            self._ended.append(pod.pod_id)
+            self._save_state()
+        if pod.stop_reason:
+            self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason=pod.stop_reason,
+                               message=f"stopped ({pod.stop_reason}); exit code {code}")
+        elif code == 0:
+            self.outbox.report(pod.pod_id, "Succeeded", exit_code=0)
+        else:
+            self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason="Error",
+                               message=f"the command exited with code {code}")
+        log.info("pod %s ended: exit code %s %s", pod.pod_id, code, pod.stop_reason)
+
+    @staticmethod
+    def _exit_code(pod: PodProcess) -> int | None:
+        try:
+            return int((pod.workdir / EXIT_CODE_FILE).read_text())
+        except (OSError, ValueError):
+            pass
+        if pod.proc is None or pod.proc.returncode is None:
+            return None
+        rc = pod.proc.returncode
+        return 128 - rc if rc < 0 else rc  # killed by signal N: 128+N, as a shell reports it
+
+    def _snapshot(self) -> list[PodProcess]:
+        with self._lock:
+            return list(self.pods.values())
+
+    # -- state and reconcile --------------------------------------------------------------------
+
+    def _save_state(self) -> None:
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({pid: p.state() for pid, p in self.pods.items()}))
+        os.replace(tmp, self.state_path)
+
+    def _load_state(self) -> dict:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def reconcile(self) -> None:
+        """At start: adopt our pods still alive, report those that ended, kill orphaned groups."""
+        adopted = []
+        for pod_id, st in self._load_state().items():
+            pod = PodProcess(pod_id, st["job_id"], st["pgid"], Path(st["workdir"]), st.get("env", {}))
+            if procs.group_alive(pod.pgid):
+                adopted.append(pod)
+            else:
+                log.info("pod %s ended while the agent was away", pod_id)
+                self._finish(pod)
+        with self._lock:
+            for pod in adopted:
+                self.pods[pod.pod_id] = pod
+            self._save_state()
+        for pod in adopted:
+            log.info("adopted running pod %s (process group %s)", pod.pod_id, pod.pgid)
+            threading.Thread(target=self._watch, args=(pod,), name=f"pod-{pod.pod_id}", daemon=True).start()
+        owned = {p.pgid for p in adopted}
+        for pgid in procs.groups_with_env(NODE_MARKER, self.node) - owned:
+            log.warning("killing orphaned pod process group %s", pgid)
+            procs.signal_group(pgid, signal.SIGKILL)
+
+    def run(self) -> None:
+        self.reconcile()
+        self.shipper.start()
+
+    def close(self) -> None:
+        self.shipper.stop()

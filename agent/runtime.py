@@ -1,0 +1,80 @@
+"""One agent process: an executor, the outbox to the platform, and the heartbeat loop.
+
+The Celery tasks in agent/tasks.py hand their message to `current()`, the agent this process runs.
+"""
+
+import logging
+import threading
+
+from agent.machine import Machine
+from agent.outbox import Outbox, utcnow_iso
+
+log = logging.getLogger(__name__)
+
+SIMULATED_QUEUE = "agent.simulated"
+
+_current = None
+
+
+def current():
+    if _current is None:
+        raise RuntimeError("no agent runs in this process (start one with `manage.py agent`)")
+    return _current
+
+
+def queue_for(node: str | None) -> str:
+    """`agent.<node>` for a process node; `agent.simulated` for the one agent of all simulated nodes."""
+    return f"agent.{node}" if node else SIMULATED_QUEUE
+
+
+class Agent:
+    def __init__(self, node: str | None, executor, outbox: Outbox, machine: Machine | None, *,
+                 send_heartbeat, heartbeat_s: float, quota: str = ""):
+        self.node = node  # None: the simulated agent, serving every simulated node
+        self.executor = executor
+        self.outbox = outbox
+        self.machine = machine
+        self.quota = quota
+        self._send_heartbeat = send_heartbeat
+        self.heartbeat_s = heartbeat_s
+        self._stop = threading.Event()
+
+    @property
+    def queue(self) -> str:
+        return queue_for(self.node)
+
+    def heartbeat(self) -> dict:
+        beat = {
+            "node": self.node, "executor": self.executor.kind, "at": utcnow_iso(),
+            "running_pod_ids": self.executor.running_pod_ids(),
+        }
+        if self.machine is not None:
+            beat.update(self.machine.as_payload())
+        if self.quota:
+            beat["quota"] = self.quota
+        return beat
+
+    def beat_once(self) -> None:
+        try:
+            self._send_heartbeat(self.heartbeat())
+        except Exception:
+            log.exception("heartbeat not sent; will retry")
+
+    def _beat_forever(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            self.beat_once()
+
+    def start(self) -> None:
+        global _current
+        _current = self
+        self.executor.run()
+        self.beat_once()  # registers the node before the first pod can be scheduled on it
+        threading.Thread(target=self._beat_forever, name="agent-heartbeat", daemon=True).start()
+
+    def close(self) -> None:
+        global _current
+        self._stop.set()
+        self.executor.close()
+        self.outbox.close()
+        if _current is self:
+            _current = None

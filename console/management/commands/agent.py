@@ -1,0 +1,65 @@
+"""`manage.py agent --node NAME`: this machine's node agent; `--simulated`: the simulated nodes' agent.
+
+The agent is a Celery worker on its own queue (`agent.<NAME>`, or `agent.simulated`). Its tasks
+return at once: pods run in the background, in a thread pool that never waits on them. It talks to
+the platform only through the broker (heartbeats, pod reports, logs, progress), never the ORM.
+"""
+
+import logging
+import socket
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+log = logging.getLogger("agent")
+
+
+class Command(BaseCommand):
+    help = "Run a node agent: start and stop pods sent to this node, heartbeats, logs and progress."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--node", default="", help="Node name (default: this host's name).")
+        parser.add_argument("--simulated", action="store_true", help="Run the one agent of all simulated nodes.")
+        parser.add_argument("--quota", default="", help="Quota (QuotaId or name) a newly registered node joins.")
+        parser.add_argument("--concurrency", type=int, default=4, help="Message-handling threads.")
+        parser.add_argument("--loglevel", default="INFO")
+
+    def handle(self, *args, **options):
+        from agent import runtime, tasks  # noqa: F401  (registers agent.start_pod / agent.stop_pod)
+        from console.celery import app
+
+        agent = build_agent(app, options)
+        agent.start()
+        log.info("agent for %s consumes %s", agent.node or "all simulated nodes", agent.queue)
+        worker = app.Worker(
+            queues=[agent.queue], pool="threads", concurrency=options["concurrency"],
+            hostname=f"agent-{agent.node or 'simulated'}@{socket.gethostname()}",
+            loglevel=options["loglevel"], without_gossip=True, without_mingle=True, without_heartbeat=True,
+        )
+        try:
+            worker.start()
+        finally:
+            agent.close()  # pods keep running: a restarted agent adopts them
+        raise SystemExit(worker.exitcode or 0)
+
+
+def build_agent(app, options):
+    from agent.machine import discover
+    from agent.outbox import Outbox, celery_sender
+    from agent.process import ProcessExecutor
+    from agent.runtime import Agent
+    from agent.simulated import SimulatedExecutor
+
+    outbox = Outbox(celery_sender(app))
+    interval = settings.OPENDLC_HEARTBEAT_INTERVAL_S
+
+    def send_heartbeat(beat: dict) -> None:
+        # A heartbeat that waited in the broker longer than a few intervals says nothing any more.
+        app.send_task("nodes.heartbeat", args=[beat], queue="default", expires=max(3 * interval, 30))
+
+    if options["simulated"]:
+        return Agent(None, SimulatedExecutor(outbox), outbox, None, send_heartbeat=send_heartbeat, heartbeat_s=interval)
+    node = options["node"] or socket.gethostname()
+    executor = ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
+    return Agent(node, executor, outbox, discover(), send_heartbeat=send_heartbeat, heartbeat_s=interval,
+                 quota=options["quota"])

@@ -1,0 +1,159 @@
+"""Nodes as their agents report them: registration by heartbeat, and nodes lost when heartbeats stop.
+
+An agent sends `nodes.heartbeat` every OPENDLC_HEARTBEAT_INTERVAL_S seconds. The first heartbeat of
+an unknown node registers it, with an instance type made for its machine shape
+(`local.c<cpu>m<GiB>g<gpus>`, price 0) in the public pool, or in the quota the agent was started
+with. The simulated agent's heartbeat (node None) keeps every simulated node alive at once.
+
+A node whose last heartbeat is older than OPENDLC_NODE_LOST_AFTER_S becomes NotReady; its pods
+become Unknown, then Failed with reason NodeLost, which frees their capacity.
+"""
+
+import logging
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.models import Pod
+from jobs.states import PodStatus
+from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec
+
+log = logging.getLogger(__name__)
+
+ACTIVE_POD_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING)
+NODE_LOST = "NodeLost"
+
+
+def record_heartbeat(beat: dict, now: datetime | None = None) -> Node | None:
+    """Register or refresh the node of a heartbeat; returns it (None for the simulated agent)."""
+    now = now or timezone.now()
+    # The agent's clock says when it was alive; never trust it beyond our own clock.
+    at = min(_parse(beat.get("at")) or now, now)
+    if not beat.get("node"):
+        _refresh(Node.objects.filter(executor=Executor.SIMULATED), at, now)
+        return None
+    node = _register(beat)
+    _refresh(Node.objects.filter(pk=node.pk), at, now)
+    node.refresh_from_db()
+    _stop_unwanted(node, beat.get("running_pod_ids") or [])
+    return node
+
+
+def _refresh(nodes, at: datetime, now: datetime) -> None:
+    # A heartbeat that waited in the broker must not move last_heartbeat backwards, nor revive a node.
+    nodes.filter(Q(last_heartbeat__isnull=True) | Q(last_heartbeat__lt=at)).update(last_heartbeat=at)
+    if at >= now - timedelta(seconds=settings.OPENDLC_NODE_LOST_AFTER_S):
+        nodes.filter(status=NodeStatus.NOT_READY).update(status=NodeStatus.READY)
+
+
+def _register(beat: dict) -> Node:
+    gpus = beat.get("gpus") or []
+    fields = {
+        "hostname": beat.get("hostname", ""),
+        "gpu_uuids": [g["uuid"] for g in gpus],
+        "executor": beat.get("executor") or Executor.PROCESS,
+    }
+    node = Node.objects.filter(name=beat["node"]).first()
+    if node is None:
+        with transaction.atomic():
+            spec = spec_for_machine(beat.get("cpu", 1), beat.get("memory_mib", 1024), gpus)
+            node, created = Node.objects.get_or_create(
+                name=beat["node"], defaults={"spec": spec, "quota": _quota(beat.get("quota")), **fields}
+            )
+        if created:
+            log.info("node %s registered as %s (%s)", node.name, spec.instance_type, node.pool_label)
+            return node
+    changed = {k: v for k, v in fields.items() if getattr(node, k) != v}
+    if changed:
+        Node.objects.filter(pk=node.pk).update(**changed)
+    return node
+
+
+def spec_for_machine(cpu: int, memory_mib: int, gpus: list[dict]) -> ResourceSpec:
+    """The instance type of a machine shape, created the first time a machine of it registers."""
+    gib = memory_mib // 1024
+    spec, _ = ResourceSpec.objects.get_or_create(
+        instance_type=f"local.c{cpu}m{gib}g{len(gpus)}",
+        defaults={
+            "cpu": cpu, "memory_mib": gib * 1024, "gpu": len(gpus),
+            "gpu_type": gpus[0]["name"] if gpus else "", "on_demand_price_per_minute": Decimal("0"),
+        },
+    )
+    return spec
+
+
+def _quota(ref: str | None) -> Quota | None:
+    if not ref:
+        return None
+    quota = Quota.objects.filter(Q(quota_id=ref) | Q(name=ref)).first()
+    if quota is None:
+        log.warning("agent asked for quota %r, which does not exist; the node joins the public pool", ref)
+    return quota
+
+
+def _stop_unwanted(node: Node, running_pod_ids: list[str]) -> None:
+    """Stop pods the agent runs that the platform no longer wants (ended, replaced, lost, unknown)."""
+    if not running_pod_ids:
+        return
+    wanted = set(
+        Pod.objects.filter(pod_id__in=running_pod_ids, node=node, current=True, status__in=ACTIVE_POD_STATUSES)
+        .values_list("pod_id", flat=True)
+    )
+    for pod_id in set(running_pod_ids) - wanted:
+        log.warning("node %s runs pod %s, which is not wanted there; stopping it", node.name, pod_id)
+        _send_stop(node, pod_id)
+
+
+def _send_stop(node: Node, pod_id: str) -> None:
+    from console.celery import app
+
+    app.send_task("agent.stop_pod", args=[{"pod_id": pod_id, "reason": "Stopped", "grace_s": 0}], queue=node.queue)
+
+
+def reap_lost_nodes(now: datetime | None = None) -> list[str]:
+    """Mark nodes without a recent heartbeat NotReady and fail their pods; returns the pod ids failed."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.OPENDLC_NODE_LOST_AFTER_S)
+    stale = Node.objects.filter(last_heartbeat__lt=cutoff)
+    for node in stale.filter(status=NodeStatus.READY):
+        # Conditional update: a heartbeat processed meanwhile wins.
+        if Node.objects.filter(pk=node.pk, status=NodeStatus.READY, last_heartbeat__lt=cutoff).update(
+            status=NodeStatus.NOT_READY
+        ):
+            log.warning("node %s lost: no heartbeat since %s", node.name, node.last_heartbeat)
+    lost = Pod.objects.filter(
+        node__in=stale.filter(status=NodeStatus.NOT_READY),
+        status__in=(*ACTIVE_POD_STATUSES, PodStatus.UNKNOWN),
+    )
+    pod_ids = list(lost.values_list("pod_id", flat=True))
+    if not pod_ids:
+        return []
+    Pod.objects.filter(pod_id__in=pod_ids, status__in=ACTIVE_POD_STATUSES).update(status=PodStatus.UNKNOWN)
+    fail_lost_pods(pod_ids, now)
+    return pod_ids
+
+
+def fail_lost_pods(pod_ids: list[str], now: datetime) -> None:
+    """Unknown -> Failed (NodeLost) through the jobs engine, as if the agent had reported it: the
+    engine frees the capacity, moves the job on and asks for a schedule cycle."""
+    from jobs.lifecycle import apply_reports
+
+    apply_reports([
+        {"pod_id": p, "status": PodStatus.FAILED, "exit_code": None, "at": now.isoformat(), "reason": NODE_LOST,
+         "message": "the node stopped sending heartbeats"}
+        for p in pod_ids
+    ])
+
+
+def _parse(value) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

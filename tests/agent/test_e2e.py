@@ -1,0 +1,136 @@
+"""End to end: a real platform worker and real agents run real pods through the broker.
+
+Selected with `-m e2e`; they run in the default suite too. See tests/agent/live.py for how the
+subprocesses share the test's database and broker (SQLite + filesystem, or PostgreSQL + Redis).
+"""
+
+import socket
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from agent import procs
+from agent.process import NODE_MARKER
+from jobs.logs import read_all
+from jobs.models import Job, OversoldType, Pod
+from jobs.services import JobRequest, RoleRequest, create_job
+from quotas.models import Executor, Membership, Node, Quota, ResourceSpec, Role, Tenant, Workspace
+from quotas.nodes import reap_lost_nodes
+from tests.agent.live import LiveCluster
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def live(transactional_db, settings, tmp_path):
+    cluster = LiveCluster(tmp_path, settings)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def team(transactional_db):
+    """alice's workspace with two ECS quotas of one tree: team-a owns the nodes, team-b none.
+
+    The nodes are provisioned in the console before their agents start (an agent attaching to a
+    known node keeps its instance type), so they can claim two GPUs on this GPU-less machine.
+    """
+    alice = get_user_model().objects.create_user("alice", password="x")
+    tenant = Tenant.objects.create(name="e2e")
+    workspace = Workspace.objects.create(tenant=tenant, name="e2e-ws")
+    Membership.objects.create(workspace=workspace, user=alice, role=Role.OWNER, is_default=True)
+    root = Quota.objects.create(quota_id="quotae2eroot", name="root", tenant=tenant)
+    a = Quota.objects.create(quota_id="quotae2ea", name="team-a", tenant=tenant, parent=root)
+    b = Quota.objects.create(quota_id="quotae2eb", name="team-b", tenant=tenant, parent=root)
+    for quota in (root, a, b):
+        quota.workspaces.add(workspace)
+    spec = ResourceSpec.objects.create(instance_type="e2e.c1m1g2", cpu=1, memory_mib=1024, gpu=2,
+                                       gpu_type="test GPU", on_demand_price_per_minute=Decimal("0"))
+    for name in ("e2e-a", "e2e-b"):
+        Node.objects.create(name=name, spec=spec, quota=a, executor=Executor.PROCESS)
+    return {"alice": alice, "a": a, "b": b}
+
+
+def submit(team, command: str, *, quota="a", pods=1, oversold=None, grace_s=30) -> Job:
+    return create_job(team["alice"], JobRequest(
+        display_name="e2e", user_command=command, quota_id=team[quota].quota_id, oversold_type=oversold,
+        roles=[RoleRequest(pod_count=pods, instance_type="e2e.c1m1g2", image="local")], termination_grace_s=grace_s,
+    ))
+
+
+def status(job: Job) -> str:
+    return Job.objects.values_list("status", flat=True).get(pk=job.pk)
+
+
+def registered(*names):
+    return lambda: Node.objects.filter(name__in=names, last_heartbeat__isnull=False, status="Ready").count() == len(names)
+
+
+def test_a_two_pod_job_runs_on_two_agents_sees_its_ranks_and_gpus_and_succeeds(live, team):
+    live.start_platform()
+    live.start_agent("e2e-a")
+    live.start_agent("e2e-b")
+    live.wait(registered("e2e-a", "e2e-b"), "both agents to register by heartbeat")
+    node = Node.objects.get(name="e2e-a")
+    assert (node.hostname, node.spec.instance_type) == (socket.gethostname(), "e2e.c1m1g2")
+
+    job = submit(team, 'echo "rank=$RANK world=$WORLD_SIZE gpus=$CUDA_VISIBLE_DEVICES master=$MASTER_ADDR"', pods=2)
+    live.wait(lambda: status(job) == "Succeeded", "the job to succeed")
+
+    pods = list(Pod.objects.filter(job=job).select_related("node").order_by("index"))
+    assert {p.node.name for p in pods} == {"e2e-a", "e2e-b"}
+    for rank, pod in enumerate(pods):
+        text = live.wait(lambda pod=pod: read_all(pod), f"the logs of {pod.pod_id}")
+        gpus = ",".join(str(g) for g in pod.gpu_indices)
+        assert gpus == "0,1"
+        assert text == f"rank={rank} world=2 gpus={gpus} master={socket.gethostname()}\n"
+        assert (pod.status, pod.exit_code) == ("Succeeded", 0)
+
+
+def test_a_preempted_pod_flushes_in_its_grace_period_is_evicted_and_frees_the_node(live, team, tmp_path):
+    live.start_platform()
+    live.start_agent("e2e-a")
+    live.wait(registered("e2e-a"), "the agent to register")
+    Node.objects.filter(name="e2e-b").delete()  # one node: the owner's job needs the borrowed one
+
+    flushed = tmp_path / "flushed"
+    borrower = submit(team, f"trap 'sleep 0.5; echo saved > {flushed}; exit 0' TERM; echo started; "
+                            "while true; do sleep 0.1; done", quota="b", oversold=OversoldType.FORCE, grace_s=20)
+    idle_pod = Pod.objects.get(job=borrower)
+    live.wait(lambda: "started" in read_all(idle_pod), "the idle pod to run")
+
+    owner = submit(team, "echo reclaimed", quota="a")  # guaranteed: reclaims its quota's node
+    live.wait(lambda: status(owner) == "Succeeded", "the owner's job to run on the freed node")
+
+    idle_pod.refresh_from_db()
+    assert flushed.read_text() == "saved\n"
+    assert (idle_pod.status, idle_pod.sub_status, idle_pod.status_label) == ("Failed", "Evicted", "Resource Preempted")
+    assert idle_pod.finished_at <= Pod.objects.get(job=owner).started_at
+    assert Pod.objects.get(job=owner).node.name == "e2e-a"
+    assert status(borrower) == "Failed"
+
+
+def test_a_killed_agent_makes_its_node_not_ready_and_its_pods_node_lost_and_a_restart_cleans_up(live, team):
+    live.start_platform()
+    live.start_agent("e2e-a")
+    live.wait(registered("e2e-a"), "the agent to register")
+    Node.objects.filter(name="e2e-b").delete()
+    job = submit(team, "echo started; while true; do sleep 0.1; done")
+    pod = Pod.objects.get(job=job)
+    live.wait(lambda: "started" in read_all(pod), "the pod to run")
+
+    live.kill("agent-e2e-a")  # SIGKILL: no goodbye, no more heartbeats; the pod runs on, orphaned
+    assert procs.groups_with_env(NODE_MARKER, "e2e-a")
+    lost = live.wait(reap_lost_nodes, "the reaper to find the node lost", timeout=30)
+
+    pod.refresh_from_db()
+    assert lost == [pod.pod_id]
+    assert Node.objects.get(name="e2e-a").status == "NotReady"
+    assert (pod.status, pod.sub_status, pod.reason_code) == ("Failed", "Normal", "NodeLost")
+    assert status(job) == "Failed"
+
+    # The agent comes back: the node is Ready again, and the pod the platform gave up on is stopped.
+    live.start_agent("e2e-a")
+    live.wait(registered("e2e-a"), "the node to be Ready again")
+    live.wait(lambda: not procs.groups_with_env(NODE_MARKER, "e2e-a"), "the unwanted pod to be stopped")

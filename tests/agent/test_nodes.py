@@ -1,0 +1,101 @@
+"""The platform side of the agents: heartbeats register and refresh nodes; silent nodes are lost."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from quotas import nodes
+from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec, Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def beat(name="gpu-box-1", at=None, **extra):
+    return {
+        "node": name, "hostname": "gpu-box-1.lan", "executor": "process", "cpu": 16, "memory_mib": 64 * 1024 + 300,
+        "gpus": [{"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA A10", "memory_mib": 24576} for i in range(2)],
+        "running_pod_ids": [], "at": (at or timezone.now()).isoformat(), **extra,
+    }
+
+
+def test_the_first_heartbeat_of_a_new_machine_registers_it_as_a_ready_node_in_the_public_pool():
+    node = nodes.record_heartbeat(beat())
+    assert (node.name, node.status, node.executor, node.quota) == ("gpu-box-1", "Ready", "process", None)
+    assert node.gpu_uuids == ["GPU-0", "GPU-1"] and node.hostname == "gpu-box-1.lan"
+    spec = node.spec
+    assert (spec.instance_type, spec.cpu, spec.memory_mib, spec.gpu, spec.gpu_type) == (
+        "local.c16m64g2", 16, 64 * 1024, 2, "NVIDIA A10")
+    assert spec.on_demand_price_per_minute == 0
+    assert node.last_heartbeat is not None
+
+
+def test_machines_of_the_same_shape_share_one_instance_type():
+    nodes.record_heartbeat(beat("a"))
+    nodes.record_heartbeat(beat("b"))
+    assert ResourceSpec.objects.filter(instance_type__startswith="local.").count() == 1
+
+
+def test_an_agent_started_with_a_quota_registers_its_node_in_that_quota():
+    quota = Quota.objects.create(quota_id="quota00000001", name="nlp-team", tenant=Tenant.objects.create(name="t"))
+    assert nodes.record_heartbeat(beat(quota="nlp-team")).quota == quota
+
+
+def test_a_heartbeat_brings_a_lost_node_back_but_an_old_one_does_not():
+    node = nodes.record_heartbeat(beat())
+    Node.objects.filter(pk=node.pk).update(status=NodeStatus.NOT_READY)
+    nodes.record_heartbeat(beat(at=timezone.now() - timedelta(hours=1)))
+    assert Node.objects.get(pk=node.pk).status == "NotReady"
+    nodes.record_heartbeat(beat())
+    assert Node.objects.get(pk=node.pk).status == "Ready"
+
+
+def test_an_old_heartbeat_does_not_move_the_last_heartbeat_backwards():
+    now = timezone.now()
+    nodes.record_heartbeat(beat(at=now))
+    nodes.record_heartbeat(beat(at=now - timedelta(seconds=30)))
+    assert Node.objects.get(name="gpu-box-1").last_heartbeat == now
+
+
+def test_the_simulated_agents_heartbeat_keeps_every_simulated_node_alive(spec):
+    for name in ("sim-1", "sim-2"):
+        Node.objects.create(name=name, spec=spec, executor=Executor.SIMULATED, status=NodeStatus.NOT_READY)
+    assert nodes.record_heartbeat({"node": None, "executor": "simulated", "at": timezone.now().isoformat()}) is None
+    assert set(Node.objects.values_list("status", flat=True)) == {"Ready"}
+    assert Node.objects.filter(last_heartbeat__isnull=True).count() == 0
+
+
+def test_a_pod_the_agent_runs_but_the_platform_no_longer_wants_is_stopped(make_pod, monkeypatch):
+    sent = []
+    monkeypatch.setattr(nodes, "_send_stop", lambda node, pod_id: sent.append((node.queue, pod_id)))
+    node = nodes.record_heartbeat(beat())
+    running, finished = make_pod(node), make_pod(node, status="Failed")
+    nodes.record_heartbeat(beat(running_pod_ids=[running.pod_id, finished.pod_id, "dlc-unknown"]))
+    assert set(sent) == {("agent.gpu-box-1", "dlc-unknown"), ("agent.gpu-box-1", finished.pod_id)}
+
+
+def test_a_node_without_heartbeats_becomes_not_ready_and_its_pods_fail_with_node_lost(make_pod, settings):
+    settings.OPENDLC_NODE_LOST_AFTER_S = 30
+    lost = nodes.record_heartbeat(beat("lost", at=timezone.now() - timedelta(seconds=31)))
+    alive = nodes.record_heartbeat(beat("alive"))
+    running, pending, done = make_pod(lost), make_pod(lost, status="Pending"), make_pod(lost, status="Succeeded")
+    elsewhere = make_pod(alive)
+
+    failed = nodes.reap_lost_nodes()
+
+    assert sorted(failed) == sorted([running.pod_id, pending.pod_id])
+    assert Node.objects.get(name="lost").status == "NotReady"
+    assert Node.objects.get(name="alive").status == "Ready"
+    for pod in (running, pending):
+        pod.refresh_from_db()
+        assert (pod.status, pod.sub_status, pod.reason_code) == ("Failed", "Normal", "NodeLost")
+    for pod, status in ((done, "Succeeded"), (elsewhere, "Running")):
+        pod.refresh_from_db()
+        assert pod.status == status
+
+
+def test_nodes_that_never_sent_a_heartbeat_are_not_reaped(spec, settings):
+    settings.OPENDLC_NODE_LOST_AFTER_S = 0
+    Node.objects.create(name="seeded", spec=spec)
+    assert nodes.reap_lost_nodes() == []
+    assert Node.objects.get(name="seeded").status == "Ready"

@@ -1,0 +1,35 @@
+"""The outbox batches messages to the platform and keeps them while the broker is down."""
+
+from agent.outbox import Outbox
+from tests.agent.helpers import Recorder, wait_for
+
+
+def test_it_sends_logs_before_the_report_that_the_pod_ended():
+    recorder = Recorder()
+    outbox = Outbox(recorder, flush_s=10)
+    outbox.report("p", "Succeeded", exit_code=0)
+    outbox.put("jobs.pod_logs", {"pod_id": "p", "offset": 0, "text": "bye\n"})
+    outbox.flush()
+    outbox.close()
+    assert [name for name, _ in recorder.sent] == ["jobs.pod_logs", "jobs.pod_reports"]
+
+
+def test_it_keeps_what_it_could_not_send_and_sends_it_later_in_order():
+    recorder, failing = Recorder(), {"on": True, "attempts": 0}
+
+    def send(name, items):
+        if failing["on"]:
+            failing["attempts"] += 1
+            raise ConnectionError("broker down")
+        recorder(name, items)
+
+    outbox = Outbox(send, flush_s=0.02)
+    outbox.report("p", "Running")
+    outbox.report("p", "Succeeded", exit_code=0)
+    outbox.put("jobs.pod_logs", {"pod_id": "p", "offset": 0, "text": "x"})
+    wait_for(lambda: failing["attempts"] >= 1, timeout=5)
+    failing["on"] = False
+    wait_for(lambda: len(recorder.reports("p")) == 2, timeout=5)
+    outbox.close()
+    assert [r["status"] for r in recorder.reports("p")] == ["Running", "Succeeded"]
+    assert recorder.items("jobs.pod_logs") == [{"pod_id": "p", "offset": 0, "text": "x"}]

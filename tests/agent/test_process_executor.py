@@ -1,0 +1,162 @@
+"""The process executor runs real `bash -c` pods in their own process groups."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from agent import procs
+from agent.outbox import Outbox
+from agent.process import NODE_MARKER, ProcessExecutor
+from tests.agent.helpers import Recorder, wait_for
+
+
+@pytest.fixture
+def recorder():
+    return Recorder()
+
+
+@pytest.fixture
+def executor(tmp_path, recorder):
+    outbox = Outbox(recorder, flush_s=0.02)
+    ex = ProcessExecutor("unit-node", tmp_path / "pods", outbox, ship_interval_s=0.1)
+    ex.run()
+    yield ex
+    ex.close()
+    for pgid in procs.groups_with_env(NODE_MARKER, "unit-node"):  # nothing a test started may outlive it
+        procs.signal_group(pgid, signal.SIGKILL)
+    outbox.close()
+
+
+def pod(pod_id, command, **extra):
+    return {"pod_id": pod_id, "job_id": "job-1", "node": "unit-node", "role": "Worker", "index": 0,
+            "incarnation": 0, "command": command, "env": extra.pop("env", {}), "grace_s": 2,
+            "executor": "process", "max_running_time_s": None, **extra}
+
+
+def ended(recorder, pod_id, timeout=10):
+    return wait_for(lambda: recorder.final_report(pod_id), timeout)
+
+
+def test_it_runs_the_command_with_the_given_environment_in_the_pod_directory(executor, recorder, tmp_path):
+    env = {"RANK": "1", "WORLD_SIZE": "2", "CUDA_VISIBLE_DEVICES": "2,3", "MASTER_ADDR": "127.0.0.1"}
+    executor.start(pod("p-env", 'echo "rank=$RANK of $WORLD_SIZE gpus=$CUDA_VISIBLE_DEVICES at $MASTER_ADDR"; pwd', env=env))
+    report = ended(recorder, "p-env")
+    assert report["status"] == "Succeeded" and report["exit_code"] == 0
+    assert recorder.reports("p-env")[0]["status"] == "Running"
+    text = recorder.log_text("p-env")
+    assert "rank=1 of 2 gpus=2,3 at 127.0.0.1" in text
+    assert str(tmp_path / "pods" / "job-1" / "p-env") in text
+
+
+def test_it_gives_each_job_a_stable_checkpoint_directory_unless_the_platform_names_one(executor, recorder, tmp_path):
+    executor.start(pod("p-ckpt", 'echo "ckpt=$OPENDLC_CKPT_DIR"'))
+    ended(recorder, "p-ckpt")
+    assert f"ckpt={tmp_path / 'pods' / 'job-1' / 'checkpoints'}" in recorder.log_text("p-ckpt")
+
+
+def test_it_reports_the_exit_code_of_a_failing_command(executor, recorder):
+    executor.start(pod("p-fail", "echo about to fail >&2; exit 3"))
+    report = ended(recorder, "p-fail")
+    assert (report["status"], report["exit_code"], report["reason"]) == ("Failed", 3, "Error")
+    assert "about to fail" in recorder.log_text("p-fail")
+
+
+def test_it_runs_the_pod_in_its_own_process_group(executor, recorder):
+    executor.start(pod("p-group", "sleep 30"))
+    pgid = executor.pods["p-group"].pgid
+    assert os.getpgid(pgid) == pgid != os.getpgid(0)
+    executor.stop("p-group", "Stopped", 1)
+    ended(recorder, "p-group")
+
+
+def test_a_stop_sends_sigterm_then_sigkill_after_the_grace_period(executor, recorder):
+    # The command ignores SIGTERM, so only SIGKILL ends it, and not before the grace period.
+    executor.start(pod("p-stubborn", "trap '' TERM; echo ready; while true; do sleep 0.1; done"))
+    wait_for(lambda: "ready" in recorder.log_text("p-stubborn"))
+    pgid = executor.pods["p-stubborn"].pgid
+    began = time.monotonic()
+    executor.stop("p-stubborn", "Stopped", 1.0)
+    report = ended(recorder, "p-stubborn")
+    assert time.monotonic() - began >= 1.0
+    assert (report["status"], report["reason"]) == ("Failed", "Stopped")
+    assert not procs.group_alive(pgid)
+
+
+def test_a_preempted_pod_finishes_its_sigterm_trap_within_the_grace_period(executor, recorder, tmp_path):
+    marker = tmp_path / "flushed"
+    command = f"trap 'sleep 0.3; echo saved > {marker}; exit 0' TERM; echo ready; while true; do sleep 0.1; done"
+    executor.start(pod("p-trap", command))
+    wait_for(lambda: "ready" in recorder.log_text("p-trap"))
+    executor.stop("p-trap", "Preempted", 5)
+    report = ended(recorder, "p-trap")
+    assert marker.read_text() == "saved\n"
+    assert (report["status"], report["reason"]) == ("Failed", "Preempted")
+
+
+def test_the_pod_is_reported_only_after_its_whole_process_group_is_gone(executor, recorder):
+    # A background child that ignores SIGTERM keeps the group alive after bash has exited.
+    executor.start(pod("p-child", "(trap '' TERM; while true; do sleep 0.1; done) & echo ready; wait"))
+    wait_for(lambda: "ready" in recorder.log_text("p-child"))
+    pgid = executor.pods["p-child"].pgid
+    executor.stop("p-child", "Preempted", 0.5)
+    ended(recorder, "p-child")
+    assert not procs.group_alive(pgid)
+
+
+def test_it_enforces_the_maximum_running_time(executor, recorder):
+    executor.start(pod("p-long", "sleep 30", max_running_time_s=0.3, grace_s=0.5))
+    report = ended(recorder, "p-long")
+    assert (report["status"], report["reason"]) == ("Failed", "MaxRunningTime")
+
+
+def test_a_second_start_of_the_same_pod_is_ignored(executor, recorder):
+    executor.start(pod("p-once", "echo once"))
+    ended(recorder, "p-once")
+    executor.start(pod("p-once", "echo twice"))
+    time.sleep(0.2)
+    assert [r["status"] for r in recorder.reports("p-once")] == ["Running", "Succeeded"]
+
+
+def test_stopping_a_pod_it_never_started_reports_it_failed_and_a_late_start_is_ignored(executor, recorder):
+    executor.stop("p-ghost", "Preempted", 1)
+    executor.start(pod("p-ghost", "echo should not run"))
+    report = ended(recorder, "p-ghost")
+    assert (report["status"], report["reason"]) == ("Failed", "Preempted")
+    assert "p-ghost" not in executor.running_pod_ids()
+
+
+def test_it_ships_long_logs_in_chunks_with_byte_offsets(executor, recorder):
+    executor.start(pod("p-chatty", "for i in $(seq 1 20000); do echo line-$i-ééé; done"))
+    ended(recorder, "p-chatty")
+    chunks = sorted((c for c in recorder.items("jobs.pod_logs") if c["pod_id"] == "p-chatty"), key=lambda c: c["offset"])
+    assert len(chunks) > 1
+    position = 0
+    for c in chunks:
+        assert c["offset"] == position
+        position += len(c["text"].encode())
+    lines = recorder.log_text("p-chatty").splitlines()
+    assert lines[0] == "line-1-ééé" and lines[-1] == "line-20000-ééé" and len(lines) == 20000
+
+
+def test_it_reports_easyckpt_progress_when_the_file_changes(executor, recorder):
+    command = (
+        'mkdir -p "$OPENDLC_CKPT_DIR"; '
+        'echo \'{"step": 40, "time": 1767000000.0, "path": "x", "last_progress": {"step": 42, "time": 1767000004.0}}\''
+        ' > "$OPENDLC_CKPT_DIR/progress.json"; sleep 0.5'
+    )
+    executor.start(pod("p-progress", command, env={"OPENDLC_CKPT_DIR": "ckpt"}))
+    ended(recorder, "p-progress")
+    progress = [p for p in recorder.items("jobs.pod_progress") if p["pod_id"] == "p-progress"]
+    assert len(progress) == 1
+    assert progress[0]["step"] == 40
+    assert progress[0]["checkpoint_at"].startswith("2025-12-29T09:20:00")
+    assert progress[0]["progress_at"].startswith("2025-12-29T09:20:04")
+
+
+def test_a_line_longer_than_a_chunk_is_cut_between_characters():
+    from agent.logship import CHUNK_BYTES, _whole_lines
+
+    data = ("a" + "é" * CHUNK_BYTES).encode()[:CHUNK_BYTES]  # ends inside an "é"
+    assert _whole_lines(data, at_end=False).decode() == "a" + "é" * ((CHUNK_BYTES - 2) // 2)

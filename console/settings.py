@@ -124,6 +124,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ROUTES = {
     "jobs.tasks.schedule": {"queue": "scheduler"},
     "jobs.tasks.enforce_max_running_time": {"queue": "scheduler"},
+    "jobs.tasks.detect_hangs": {"queue": "scheduler"},
     "jobs.pod_reports": {"queue": "default"},
     "jobs.pod_progress": {"queue": "default"},
 }
@@ -183,4 +184,12 @@ CELERY_BEAT_SCHEDULE["reap-lost-nodes"] = {
     "task": "nodes.reap_lost",
     "schedule": float(OPENDLC_HEARTBEAT_INTERVAL_S),
     "options": {"queue": "default", "expires": float(OPENDLC_HEARTBEAT_INTERVAL_S)},
+}
+# AIMaster hang detection (jobs/hang.py): hang intervals are 60 s or more, so a check a minute
+# finds a hang at most a minute late.
+OPENDLC_HANG_CHECK_INTERVAL_S = envint("OPENDLC_HANG_CHECK_INTERVAL_S", 60)
+CELERY_BEAT_SCHEDULE["detect-hangs"] = {
+    "task": "jobs.tasks.detect_hangs",
+    "schedule": float(OPENDLC_HANG_CHECK_INTERVAL_S),
+    "options": {"expires": float(OPENDLC_HANG_CHECK_INTERVAL_S)},
 }

@@ -1,10 +1,10 @@
-"""The jobs tests' fixtures (nothing leaves the process; cycles and reports applied after commit),
-plus builders for a job with fault tolerance that runs."""
+"""Builders for jobs with fault tolerance. The jobs tests' autouse fixtures (nothing leaves the
+process) are imported by the modules that want them, not here: the end-to-end test sends for real."""
 
 import pytest
 
 from jobs.services import create_job
-from tests.jobs.conftest import cycle, cycle_requests, fast_passwords, make_request, report, reports, sent  # noqa: F401
+from tests.jobs.conftest import cycle, make_request, report, reports  # noqa: F401
 
 
 @pytest.fixture

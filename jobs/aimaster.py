@@ -393,8 +393,14 @@ def log_tail(pod: Pod) -> str:
 
 
 def job_running(job: Job, now: datetime) -> int:
-    """The job runs again: its open restart records end now. Returns how many."""
-    return RestartRecord.objects.filter(job=job, running_again_at__isnull=True).update(running_again_at=now)
+    """The job runs again: its open restart records end now, each with an event. Returns how many."""
+    records = list(RestartRecord.objects.filter(job=job, running_again_at__isnull=True))
+    for record in records:
+        record.running_again_at = now
+        record.save(update_fields=["running_again_at"])
+        job.events.create(at=now, reason="RunningAgain",
+                          message=f"Running again {record.duration_s:.0f} s after the {record.cause} restart")
+    return len(records)
 
 
 def pod_finished_while_restarting(job: Job, now: datetime) -> None:

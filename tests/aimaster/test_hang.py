@@ -29,7 +29,8 @@ def log_at(pod, at, text="step=1\n"):
     PodLog.objects.filter(pod=pod).update(received_at=at)
 
 
-def test_a_pod_that_printed_nothing_for_the_interval_is_restarted(running, reports, sent, django_capture_on_commit_callbacks):
+def test_a_pod_that_printed_nothing_for_the_interval_is_restarted(running, reports, sent,
+                                                                  django_capture_on_commit_callbacks):
     job = started(running, reports, pods=2)
     assert detect_hangs(T0 + timedelta(seconds=599)) == []
 

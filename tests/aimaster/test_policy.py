@@ -31,7 +31,8 @@ def test_exit_code_and_error_msg_retries_transient_errors_only(exit_code, text, 
 
 def test_the_last_matching_line_of_the_log_decides():
     earlier_nccl_then_missing_file = "NCCL WARN retrying\nFileNotFoundError: No such file or directory: 'x'"
-    earlier_missing_file_then_nccl = "No such file or directory: '/etc/hostfile' (ignored)\nNCCL error: unhandled system error"
+    earlier_missing_file_then_nccl = ("No such file or directory: '/etc/hostfile' (ignored)\n"
+                                      "NCCL error: unhandled system error")
     assert not judge(DEFAULT, exit_code=1, reason="Error", text=earlier_nccl_then_missing_file).retry
     assert judge(DEFAULT, exit_code=1, reason="Error", text=earlier_missing_file_then_nccl).retry
 

@@ -71,7 +71,8 @@ def test_synchronous_restarts_make_new_incarnations_for_all_pods_and_keep_the_ol
     job = refreshed(job)
     assert job.status == "Queuing"
     new = current_pods(job)
-    assert [(p.index, p.incarnation, p.node, p.status) for p in new] == [(0, 1, None, "Pending"), (1, 1, None, "Pending")]
+    assert [(p.index, p.incarnation, p.node, p.status) for p in new] == [
+        (0, 1, None, "Pending"), (1, 1, None, "Pending")]
     assert [p.pod_id for p in new] == [f"{job.job_id}-worker-0-1", f"{job.job_id}-worker-1-1"]
     kept = Pod.objects.filter(job=job, current=False).order_by("index")
     assert [(p.pod_id, p.incarnation, p.status) for p in kept] == [(o.pod_id, 0, "Failed") for o in old]
@@ -104,6 +105,7 @@ def test_running_again_is_recorded_on_the_restart_record(running, reports, cycle
     record = RestartRecord.objects.get(job=job)
     assert refreshed(job).status == "Running"
     assert record.running_again_at == back_at and record.duration_s == 42
+    assert job.events.get(reason="RunningAgain").message == "Running again 42 s after the Failure restart"
 
 
 def test_after_the_maximum_number_of_restarts_the_next_failure_fails_the_job(running, reports, cycle):
@@ -196,7 +198,8 @@ def test_asynchronous_restarts_only_the_failed_pod_on_its_node(running, reports,
     job = refreshed(job)
     assert job.status == "EnvPreparing"
     new = Pod.objects.get(job=job, current=True, index=0)
-    assert (new.incarnation, new.node_id, new.gpu_indices, new.kind) == (1, first.node_id, first.gpu_indices, first.kind)
+    assert (new.incarnation, new.node_id, new.gpu_indices, new.kind) == (
+        1, first.node_id, first.gpu_indices, first.kind)
     assert [(m.task, m.payload["pod_id"], m.payload["env"]["RANK"]) for m in sent] == [
         ("agent.start_pod", new.pod_id, "0")]  # the other pod is neither stopped nor started again
     second.refresh_from_db()

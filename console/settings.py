@@ -133,6 +133,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ROUTES = {
     "jobs.tasks.schedule": {"queue": "scheduler"},
     "jobs.tasks.enforce_max_running_time": {"queue": "scheduler"},
+    "jobs.tasks.detect_hangs": {"queue": "scheduler"},
     "jobs.pod_reports": {"queue": "default"},
     "jobs.pod_progress": {"queue": "default"},
 }
@@ -144,6 +145,7 @@ OPENDLC_HEARTBEAT_INTERVAL_S = envint("OPENDLC_HEARTBEAT_INTERVAL_S", 10)
 OPENDLC_NODE_LOST_AFTER_S = envint("OPENDLC_NODE_LOST_AFTER_S", 60)
 OPENDLC_POD_ROOT = Path(os.environ.get("OPENDLC_POD_ROOT", VAR_DIR / "pods"))
 OPENDLC_BILLING_INTERVAL_S = envint("OPENDLC_BILLING_INTERVAL_S", 300)
+OPENDLC_HANG_CHECK_INTERVAL_S = envint("OPENDLC_HANG_CHECK_INTERVAL_S", 60)
 OPENDLC_PRICE_REPLAY = os.environ.get("OPENDLC_PRICE_REPLAY", "")  # path:machine_type:region[:speed]
 
 LOGGING = {
@@ -164,6 +166,9 @@ CELERY_BEAT_SCHEDULE = {
     "schedule-cycle": _every("jobs.tasks.schedule", OPENDLC_SCHEDULE_INTERVAL_S),
     "enforce-max-running-time": _every("jobs.tasks.enforce_max_running_time", 30),
     "nodes.reap_lost": _every("nodes.reap_lost", OPENDLC_HEARTBEAT_INTERVAL_S, queue="default"),
+    # AIMaster hang detection (jobs/hang.py): intervals are 60 s or more, so a check a minute
+    # finds a hang at most a minute late.
+    "detect-hangs": _every("jobs.tasks.detect_hangs", OPENDLC_HANG_CHECK_INTERVAL_S),
     "spot-market-tick": _every("spot.tasks.market_tick", OPENDLC_MARKET_TICK_S),
     "spot-bill-today": _every("spot.tasks.bill_today", OPENDLC_BILLING_INTERVAL_S),
     "spot-close-yesterday": {

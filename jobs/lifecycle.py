@@ -2,7 +2,9 @@
 
     pod Running    -> job Running once every pod of the gang runs (EnvPreparing -> Running)
     pod Succeeded  -> job Succeeded once every pod succeeded
-    pod Failed     -> on_pod_failed: job Failed, its other pods stopped (AIMaster extends this)
+    pod Failed     -> on_pod_failed: job Failed, its other pods stopped; with fault tolerance
+                      AIMaster (jobs/aimaster.py) restarts the job instead, or fails it in its words
+    pod ended while the job is Restarting -> AIMaster re-queues the job once no pod is left
     pod stopped for preemption -> ends Failed / Evicted ("Resource Preempted") with the stop's reason
     job Stopping   -> Stopped once no pod is left (Failed/MaxRunningTime for a max-running-time stop)
 
@@ -25,7 +27,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs import dispatch
+from jobs import aimaster, dispatch
 from jobs.dispatch import EVICTING_REASONS, LIVE_STATUSES, live_pods
 from jobs.models import Job, Pod, PodEvent
 from jobs.scheduling import request_cycle
@@ -107,6 +109,7 @@ def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
     PodEvent.objects.create(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
     if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, PodStatus.RUNNING):
         job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
+        aimaster.job_running(job, report.at)
     return True
 
 
@@ -142,21 +145,26 @@ def _finished_message(pod: Pod, report: Report) -> str:
 def _job_after_pod_finished(job: Job, pod: Pod, report: Report) -> None:
     if job.status == JobStatus.STOPPING:
         finish_stopping(job, report.at)
+    elif job.status == JobStatus.RESTARTING:
+        aimaster.pod_finished_while_restarting(job, report.at)
     elif pod.status == PodStatus.FAILED:
         on_pod_failed(job, pod, report)
     elif _all_current(job, PodStatus.SUCCEEDED):
         if job.status == JobStatus.ENV_PREPARING:  # every pod finished before the last Running report
             job.transition(JobStatus.RUNNING, now=report.at)
+            aimaster.job_running(job, report.at)
         job.transition(JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded", now=report.at)
 
 
 def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
-    """A current pod of an active job failed or was evicted. The job fails and its other pods stop.
-
-    The extension point of AIMaster: with fault tolerance it may restart instead (a Preempted or
-    SpotReleased pod carries that reason in pod.reason_code, the scheduler's words in
-    pod.reason_message).
+    """A current pod of an active job failed or was evicted. The job fails and its other pods stop,
+    unless AIMaster (fault tolerance on) restarts it or fails it with its own reason. A Preempted
+    or SpotReleased pod carries that reason in pod.reason_code, the scheduler's words in
+    pod.reason_message.
     """
+    if aimaster.after_pod_failure(job, pod, exit_code=pod.exit_code, reason=report.reason,
+                                  message=report.message, now=report.at):
+        return
     if pod.preempted:
         reason, message = pod.reason_code, f"Resource Preempted: {pod.reason_message}"
     else:

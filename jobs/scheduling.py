@@ -30,7 +30,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Avg
+from django.db.models import Avg, Max
 from django.utils import timezone
 
 import scheduler as s
@@ -126,7 +126,11 @@ def _role_bids(job_pks) -> dict[tuple[int, str], tuple[Decimal | None, int]]:
 
 
 def _pending_jobs() -> tuple[s.PendingJob, ...]:
-    jobs = list(Job.objects.filter(status__in=WAITING).select_related("quota").order_by("pk"))
+    # A job AIMaster re-queued takes its place by the time of its latest restart, not its submit
+    # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
+    # that reclaimed its node, would take the freed node straight back and be preempted again.
+    jobs = list(Job.objects.filter(status__in=WAITING).select_related("quota")
+                .annotate(requeued_at=Max("restarts__at")).order_by("pk"))
     specs: dict[int, dict[str, JobSpec]] = defaultdict(dict)
     for js in JobSpec.objects.filter(job__status__in=WAITING).select_related("spec"):
         specs[js.job_id][js.role] = js
@@ -145,7 +149,8 @@ def _pending_job(job: Job, specs: dict[str, JobSpec], pods: list[Pod]) -> s.Pend
     )
     bids = [js.bid_price for js in specs.values() if js.bid_price is not None]
     return s.PendingJob(
-        job.job_id, job.submitted_at or job.created_at, requests, job.quota.quota_id if job.quota_id else None,
+        job.job_id, job.requeued_at or job.submitted_at or job.created_at, requests,
+        job.quota.quota_id if job.quota_id else None,
         str(job.workspace_id), job.oversold_type, job.priority, SOURCES.get(job.source, s.SOURCE_QUOTA),
         min(bids) if job.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
     )

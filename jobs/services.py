@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import dispatch, lifecycle
+from jobs import aimaster, dispatch, lifecycle
 from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, RunType,
                          Source)
 from jobs.scheduling import request_cycle
@@ -264,6 +264,8 @@ class _Validation:
             self.error("ft_hang_interval_s", f"must be 60 to 86400 seconds, got {req.ft_hang_interval_s!r}")
         if req.ft_max_preemption_restarts is not None and not _int_between(req.ft_max_preemption_restarts, 0, 1000):
             self.error("ft_max_preemption_restarts", "must be empty (unlimited) or 0 to 1000")
+        if problem := aimaster.other_config_error(req.ft_other_config or ""):
+            self.error("ft_other_config", problem)
 
 
 class _RoleCheck:

@@ -2,6 +2,7 @@
 
     jobs.tasks.schedule                  queue 'scheduler'  one schedule cycle (beat + request_cycle)
     jobs.tasks.enforce_max_running_time  queue 'scheduler'  beat: stop jobs past their limit
+    jobs.tasks.detect_hangs              queue 'scheduler'  beat: AIMaster restarts hung jobs
     jobs.pod_reports                     queue 'default'    agent -> platform: [{pod_id, status, ...}]
     jobs.pod_progress                    queue 'default'    agent -> platform: EasyCkpt progress
 """
@@ -9,7 +10,7 @@
 from celery import shared_task
 from django.db import OperationalError
 
-from jobs import lifecycle, scheduling
+from jobs import hang, lifecycle, scheduling
 
 # Transient database errors (a lost connection, SQLite busy past its timeout) are worth a retry;
 # reports are idempotent, so retrying a batch that was partly applied is safe.
@@ -25,6 +26,11 @@ def schedule() -> None:
 @shared_task(name="jobs.tasks.enforce_max_running_time", ignore_result=True)
 def enforce_max_running_time() -> int:
     return lifecycle.enforce_max_running_time()
+
+
+@shared_task(name="jobs.tasks.detect_hangs", ignore_result=True)
+def detect_hangs() -> list[str]:
+    return hang.detect_hangs()
 
 
 @shared_task(name="jobs.pod_reports", ignore_result=True, **RETRY)

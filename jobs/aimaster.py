@@ -1,0 +1,409 @@
+"""AIMaster: the fault-tolerance engine of a job (restart on failure, preemption, lost node, hang).
+
+    1. Configure: the job's form fields, overridden by its "Other Configuration" flags.
+    2. Judge: is this failure worth a restart? (`judge`, pure)
+    3. Restart or fail: count it, record it (RestartRecord, job events), then
+       - Synchronous, or any preemption / spot release / hang / lost node: stop every pod of the
+         job (reason 'Restart'); once none is live, every pod gets a new incarnation (the old rows
+         stay, current=False) and the job is re-queued: Restarting -> Queuing (Bidding for spot),
+         so the scheduler places the whole gang again.
+       - Asynchronous, a pod that failed on a node that is still Ready and still has room for it
+         (its own GPU indices free): only that pod gets a new incarnation, bound to the same node
+         and GPUs and started at once (Restarting -> EnvPreparing -> Running); the other pods run
+         on. The scheduler core places whole jobs only, so when the node cannot take it back the
+         whole job is re-queued as in Synchronous mode.
+    4. Running again: the open restart records get `running_again_at` (lifecycle calls
+       `job_running` when the job reaches Running).
+
+Failures, lost nodes and hangs count against Maximum Job Restarts; preemptions (idle reclaim,
+reason Preempted) and spot releases (SpotReleased) count only against their own limit, unlimited
+unless set. Without fault tolerance nothing here acts: the job fails as before.
+
+Policy `ExitCodeAndErrorMsg` (the default), in this order:
+    - a lost node is always retried (the infrastructure failed, not the code);
+    - exit code in the fatal codes (default 2 usage error, 126 not executable, 127 command not
+      found) -> fatal; in the retryable codes (default 134 SIGABRT: the NCCL/c10d watchdog aborts
+      a rank whose collective timed out; 137 SIGKILL: the host's OOM killer or an operator) -> retry;
+    - otherwise the agent's message and the last LOG_TAIL_LINES lines of the pod's log decide: the
+      LAST line matching a known transient error (NCCL errors, CUDA illegal memory access,
+      connection reset, ...) or a known fatal one (SyntaxError, No such file or directory, CUDA
+      out of memory, ...) wins, since the error nearest the exit is its cause; a line matching both
+      is fatal;
+    - nothing matched -> fatal (retrying an unknown error would repeat it up to the limit).
+Policy `OnFailure` retries every failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.db.models import Max
+
+from jobs import dispatch
+from jobs.logs import read_logs
+from jobs.models import FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source
+from jobs.scheduling import request_cycle
+from jobs.states import JobStatus
+from quotas.models import NodeStatus
+
+log = logging.getLogger(__name__)
+
+Cause = RestartRecord.Cause
+COUNTED = frozenset({Cause.FAILURE, Cause.NODE_LOST, Cause.HANG})
+NODE_LOST = "NodeLost"  # the reason quotas/nodes.py gives a pod of a node without heartbeats
+MAX_RESTARTS_EXCEEDED = "MaxRestartsExceeded"
+MAX_PREEMPTION_RESTARTS_EXCEEDED = "MaxPreemptionRestartsExceeded"
+LOG_TAIL_LINES = 64
+LOG_TAIL_BYTES = 16 * 1024
+
+DEFAULT_RETRYABLE_EXIT_CODES = frozenset({134, 137})
+DEFAULT_FATAL_EXIT_CODES = frozenset({2, 126, 127})
+# Matched case-insensitively as substrings of one log line.
+DEFAULT_RETRYABLE_MESSAGES = (
+    "NCCL error", "NCCL WARN", "ncclSystemError", "ncclInternalError", "ncclRemoteError",
+    "NCCL communicator was aborted", "Watchdog caught collective operation timeout",
+    "CUDA error: an illegal memory access", "CUDA error: unspecified launch failure",
+    "uncorrectable ECC error", "Connection reset by peer", "Connection refused", "Broken pipe",
+    "RendezvousTimeoutError", "DistNetworkError",
+)
+DEFAULT_FATAL_MESSAGES = (
+    "SyntaxError", "IndentationError", "NameError", "ModuleNotFoundError", "ImportError",
+    "No such file or directory", "Permission denied", "command not found", "CUDA out of memory",
+)
+
+
+# ---- 1. configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FtConfig:
+    run_type: str = RunType.SYNCHRONOUS
+    policy: str = FaultTolerancePolicy.EXIT_CODE_AND_ERROR_MSG
+    max_restarts: int = 3
+    max_preemption_restarts: int | None = None  # None: unlimited
+    hang_detection: bool = False
+    hang_interval_s: int = 1800
+    retryable_exit_codes: frozenset[int] = DEFAULT_RETRYABLE_EXIT_CODES
+    fatal_exit_codes: frozenset[int] = DEFAULT_FATAL_EXIT_CODES
+    retryable_messages: tuple[str, ...] = DEFAULT_RETRYABLE_MESSAGES
+    fatal_messages: tuple[str, ...] = DEFAULT_FATAL_MESSAGES
+
+
+class OtherConfigError(ValueError):
+    """A flag of Other Configuration that is unknown or has a bad value; the message names it."""
+
+
+def _int_flag(low: int, high: int):
+    def parse(name: str, value: str) -> int:
+        if not value.isdigit() or not low <= int(value) <= high:
+            raise OtherConfigError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        return int(value)
+    return parse
+
+
+def _codes_flag(name: str, value: str) -> frozenset[int]:
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if value.strip().lower() == "none":
+        return frozenset()
+    if not parts or not all(p.isdigit() and int(p) <= 255 for p in parts):
+        raise OtherConfigError(f"{name} must be exit codes 0 to 255 separated by commas (or none), got {value!r}")
+    return frozenset(int(p) for p in parts)
+
+
+def _bool_flag(name: str, value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise OtherConfigError(f"{name} must be true or false, got {value!r}")
+    return value.lower() == "true"
+
+
+def _choice_flag(choices: dict[str, str]):
+    def parse(name: str, value: str) -> str:
+        if value not in choices:
+            raise OtherConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return choices[value]
+    return parse
+
+
+def _text_flag(name: str, value: str) -> str:
+    if not value.strip():
+        raise OtherConfigError(f"{name} needs a text to match, e.g. {name}=\"Timeout waiting for\"")
+    return value
+
+
+def _preemption_limit(name: str, value: str) -> int | None:
+    return None if value.lower() == "unlimited" else _int_flag(0, 1000)(name, value)
+
+
+RUN_TYPES = {"Sync": RunType.SYNCHRONOUS, "Async": RunType.ASYNCHRONOUS,
+             RunType.SYNCHRONOUS: RunType.SYNCHRONOUS, RunType.ASYNCHRONOUS: RunType.ASYNCHRONOUS}
+POLICIES = {p: p for p in FaultTolerancePolicy.values}
+
+# flag -> (FtConfig field, parser, repeatable: values are added to the defaults)
+FLAGS = {
+    "--max-num-of-job-restart": ("max_restarts", _int_flag(0, 100), False),
+    "--max-num-of-preemption-restart": ("max_preemption_restarts", _preemption_limit, False),
+    "--enable-job-hang-detection": ("hang_detection", _bool_flag, False),
+    "--job-hang-interval": ("hang_interval_s", _int_flag(60, 86400), False),
+    "--hang-detection-interval": ("hang_interval_s", _int_flag(60, 86400), False),
+    "--job-execution-mode": ("run_type", _choice_flag(RUN_TYPES), False),
+    "--fault-tolerant-policy": ("policy", _choice_flag(POLICIES), False),
+    "--retryable-exit-codes": ("retryable_exit_codes", _codes_flag, False),
+    "--fatal-exit-codes": ("fatal_exit_codes", _codes_flag, False),
+    "--retryable-error-msg": ("retryable_messages", _text_flag, True),
+    "--fatal-error-msg": ("fatal_messages", _text_flag, True),
+}
+
+
+def parse_other_config(text: str) -> dict:
+    """The FtConfig fields that "Other Configuration" sets. Raises OtherConfigError.
+
+    Flags, each `--name=value`, separated by spaces; quote a value with spaces (shell rules):
+
+        --max-num-of-job-restart=N          Maximum Job Restarts, 0-100
+        --max-num-of-preemption-restart=N   restarts after preemption/spot release, 0-1000 or unlimited
+        --enable-job-hang-detection=B       Hang Detection, true or false
+        --job-hang-interval=S               hang interval in seconds, 60-86400
+        --hang-detection-interval=S         the same
+        --job-execution-mode=M              Run Type: Sync, Async, Synchronous or Asynchronous
+        --fault-tolerant-policy=P           ExitCodeAndErrorMsg or OnFailure
+        --retryable-exit-codes=1,137        replaces the default retryable codes (134,137); none for none
+        --fatal-exit-codes=2                replaces the default fatal codes (2,126,127); none for none
+        --retryable-error-msg="TEXT"        a log line containing TEXT is transient; repeatable, adds
+        --fatal-error-msg="TEXT"            a log line containing TEXT is fatal; repeatable, adds
+
+    They override the form's fields of the same meaning.
+    """
+    try:
+        tokens = shlex.split(text or "")
+    except ValueError as e:
+        raise OtherConfigError(f"cannot be split into flags: {e}") from None
+    found: dict = {}
+    for token in tokens:
+        name, eq, value = token.partition("=")
+        if name not in FLAGS:
+            accepted = ", ".join(FLAGS)
+            raise OtherConfigError(f"unknown flag {name!r}; accepted flags: {accepted}")
+        if not eq:
+            raise OtherConfigError(f"{name} needs a value: {name}=VALUE")
+        field, parse, repeatable = FLAGS[name]
+        parsed = parse(name, value)
+        found[field] = found.get(field, ()) + (parsed,) if repeatable else parsed
+    both = found.get("retryable_exit_codes", frozenset()) & found.get("fatal_exit_codes", frozenset())
+    if both:
+        raise OtherConfigError(f"exit codes {sorted(both)} are both retryable and fatal; choose one")
+    return found
+
+
+def other_config_error(text: str) -> str | None:
+    """For create_job's validation: what is wrong with Other Configuration, or None."""
+    try:
+        parse_other_config(text)
+    except OtherConfigError as e:
+        return str(e)
+    return None
+
+
+def config_for(job: Job) -> FtConfig:
+    """The job's fields with its Other Configuration flags applied on top."""
+    config = FtConfig(
+        run_type=job.ft_run_type, policy=job.ft_policy, max_restarts=job.ft_max_restarts,
+        max_preemption_restarts=job.ft_max_preemption_restarts, hang_detection=job.ft_hang_detection,
+        hang_interval_s=job.ft_hang_interval_s,
+    )
+    try:
+        flags = parse_other_config(job.ft_other_config)
+    except OtherConfigError as e:  # stored before validation checked it: the fields still apply
+        log.warning("job %s: Other Configuration ignored: %s", job.job_id, e)
+        return config
+    for field in ("retryable_messages", "fatal_messages"):
+        if field in flags:
+            flags[field] = getattr(config, field) + flags[field]
+    return replace(config, **flags)
+
+
+# ---- 2. judge (pure) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    retry: bool
+    why: str
+
+
+def judge(config: FtConfig, *, exit_code: int | None, reason: str, text: str) -> Verdict:
+    """Retry this failure or not, and why, in words for the job's events. `text`: the agent's
+    message and the last lines of the pod's log."""
+    if reason == NODE_LOST:
+        return Verdict(True, "the node was lost")
+    if config.policy == FaultTolerancePolicy.ON_FAILURE:
+        return Verdict(True, "policy OnFailure retries every failure")
+    if exit_code is not None and exit_code in config.fatal_exit_codes:
+        return Verdict(False, f"exit code {exit_code} is fatal")
+    if exit_code is not None and exit_code in config.retryable_exit_codes:
+        return Verdict(True, f"exit code {exit_code} is retryable")
+    for line in reversed(text.splitlines()):
+        fatal = _matching(line, config.fatal_messages)
+        if fatal:
+            return Verdict(False, f"the log shows a fatal error ({fatal!r})")
+        transient = _matching(line, config.retryable_messages)
+        if transient:
+            return Verdict(True, f"the log shows a transient error ({transient!r})")
+    return Verdict(False, f"exit code {exit_code} and no known transient error in the last lines of the log")
+
+
+def _matching(line: str, patterns: tuple[str, ...]) -> str | None:
+    lowered = line.lower()
+    return next((p for p in patterns if p.lower() in lowered), None)
+
+
+# ---- 3. restart or fail ------------------------------------------------------------------------
+
+
+def after_pod_failure(job: Job, pod: Pod, *, exit_code: int | None, reason: str, message: str,
+                      now: datetime) -> bool:
+    """A current pod of an active job failed or was evicted (job row locked by the caller).
+
+    False: fault tolerance is off, the caller fails the job as usual. True: AIMaster restarted the
+    job, or failed it with its own reason (not retryable, or a restart limit reached).
+    """
+    if not job.ft_enabled:
+        return False
+    config = config_for(job)
+    if pod.preempted:
+        cause = Cause.SPOT_RELEASE if pod.reason_code == dispatch.SPOT_RELEASED else Cause.PREEMPTION
+        return restart_or_fail(job, config, cause, f"Resource Preempted: {pod.reason_message}", now, pod=pod)
+    what = f"Pod {pod.pod_id} failed with exit code {exit_code}" + (f": {message}" if message else "")
+    verdict = judge(config, exit_code=exit_code, reason=reason, text=f"{message}\n{log_tail(pod)}")
+    if not verdict.retry:
+        fail(job, reason or "PodFailed", f"{what}; not restarted: {verdict.why}", now)
+        return True
+    cause = Cause.NODE_LOST if reason == NODE_LOST else Cause.FAILURE
+    return restart_or_fail(job, config, cause, f"{what}; {verdict.why}", now, pod=pod)
+
+
+def restart_or_fail(job: Job, config: FtConfig, cause: str, message: str, now: datetime, *,
+                    pod: Pod | None = None) -> bool:
+    """Restart the job for `cause` if its limit allows, else fail it. Returns True."""
+    limit_reason = _limit_reached(job, config, cause)
+    if limit_reason:
+        fail(job, limit_reason[0], f"{message}; not restarted: {limit_reason[1]}", now)
+        return True
+    counted = cause in COUNTED
+    if counted:
+        job.restart_count += 1
+        label = f"restart {job.restart_count} of {config.max_restarts}"
+    else:
+        job.preemption_restart_count += 1
+        label = f"preemption restart {job.preemption_restart_count}"
+        label += f" of {config.max_preemption_restarts}" if config.max_preemption_restarts is not None else ""
+    RestartRecord.objects.create(job=job, cause=cause, message=message, counted=counted, at=now)
+    job.transition(JobStatus.RESTARTING, reason=f"Restart{cause}", message=f"AIMaster {label} ({cause}): {message}",
+                   now=now)
+    in_place = cause == Cause.FAILURE and config.run_type == RunType.ASYNCHRONOUS and pod is not None
+    if in_place and _restart_pod_in_place(job, pod, now):
+        return True
+    dispatch.send_on_commit(dispatch.stop_pods(dispatch.live_pods(job), dispatch.RESTART,
+                                               f"Restarting the job: {message}", job.termination_grace_s))
+    requeue_when_gone(job, now)
+    return True
+
+
+def _limit_reached(job: Job, config: FtConfig, cause: str) -> tuple[str, str] | None:
+    if cause in COUNTED:
+        if job.restart_count >= config.max_restarts:
+            return MAX_RESTARTS_EXCEEDED, (f"the job was restarted {job.restart_count} times, "
+                                           f"the maximum (Maximum Job Restarts = {config.max_restarts})")
+        return None
+    limit = config.max_preemption_restarts
+    if limit is not None and job.preemption_restart_count >= limit:
+        return MAX_PREEMPTION_RESTARTS_EXCEEDED, (f"the job was restarted {job.preemption_restart_count} times "
+                                                  f"after preemption, the maximum ({limit})")
+    return None
+
+
+def fail(job: Job, reason: str, message: str, now: datetime) -> None:
+    """Job -> Failed; its live pods are stopped."""
+    dispatch.send_on_commit(dispatch.stop_pods(dispatch.live_pods(job), dispatch.STOPPED, f"Job failed: {message}",
+                                               job.termination_grace_s))
+    job.transition(JobStatus.FAILED, reason=reason, message=message, now=now)
+
+
+def requeue_when_gone(job: Job, now: datetime) -> bool:
+    """Restarting and no pod live any more: new incarnations of every pod, back into the queue.
+
+    Called when the restart begins and after each pod of a Restarting job finishes. True when
+    the job was re-queued.
+    """
+    if job.status != JobStatus.RESTARTING or dispatch.live_pods(job).exists():
+        return False
+    for pod in Pod.objects.filter(job=job, current=True).order_by("role", "index"):
+        _new_incarnation(pod, now)
+    target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
+    job.transition(target, reason="Requeued", message=f"All pods stopped; the job waits in {target} to run again",
+                   now=now)
+    request_cycle()
+    return True
+
+
+def _new_incarnation(pod: Pod, now: datetime, **bound) -> Pod:
+    Pod.objects.filter(pk=pod.pk).update(current=False)
+    n = pod.incarnation + 1
+    return Pod.objects.create(
+        pod_id=f"{pod.job.job_id}-{pod.role.lower()}-{pod.index}-{n}", job_id=pod.job_id, role=pod.role,
+        index=pod.index, incarnation=n, cpu_m=pod.cpu_m, mem_mib=pod.mem_mib, gpu=pod.gpu, created_at=now, **bound,
+    )
+
+
+def _restart_pod_in_place(job: Job, pod: Pod, now: datetime) -> bool:
+    """Asynchronous: a new incarnation of the failed pod on its node and GPUs, if they are still
+    free; started at once. False when the node cannot take it back."""
+    node = pod.node
+    if node is None or node.status != NodeStatus.READY or not _room_for(pod):
+        return False
+    new = _new_incarnation(pod, now, node=node, gpu_indices=list(pod.gpu_indices), kind=pod.kind, bound_at=now)
+    job.transition(JobStatus.ENV_PREPARING, reason="PodRestarted",
+                   message=f"Pod {new.pod_id} restarts on {node.name}; the other pods keep running", now=now)
+    dispatch.send_on_commit([m for m in dispatch.start_messages(job) if m.payload["pod_id"] == new.pod_id])
+    return True
+
+
+def _room_for(pod: Pod) -> bool:
+    others = list(Pod.objects.filter(node=pod.node, status__in=dispatch.LIVE_STATUSES).exclude(pk=pod.pk))
+    taken = {g for p in others for g in p.gpu_indices}
+    spec = pod.node.spec
+    return (not taken & set(pod.gpu_indices)
+            and sum(p.gpu for p in others) + pod.gpu <= spec.gpu
+            and sum(p.cpu_m for p in others) + pod.cpu_m <= spec.cpu_m
+            and sum(p.mem_mib for p in others) + pod.mem_mib <= spec.memory_mib)
+
+
+def log_tail(pod: Pod) -> str:
+    """The last LOG_TAIL_LINES lines of the pod's log, as far as it has arrived."""
+    end = PodLog.objects.filter(pod=pod).aggregate(end=Max("end"))["end"]
+    if not end:
+        return ""
+    page = read_logs(pod, max(0, end - LOG_TAIL_BYTES), LOG_TAIL_BYTES)
+    return "\n".join(page.lines[-LOG_TAIL_LINES:])
+
+
+# ---- 4. running again ----------------------------------------------------------------------------
+
+
+def job_running(job: Job, now: datetime) -> int:
+    """The job runs again: its open restart records end now, each with an event. Returns how many."""
+    records = list(RestartRecord.objects.filter(job=job, running_again_at__isnull=True))
+    for record in records:
+        record.running_again_at = now
+        record.save(update_fields=["running_again_at"])
+        job.events.create(at=now, reason="RunningAgain",
+                          message=f"Running again {record.duration_s:.0f} s after the {record.cause} restart")
+    return len(records)
+
+
+def pod_finished_while_restarting(job: Job, now: datetime) -> None:
+    """A pod of a Restarting job ended (stopped for the restart, or failed on its own meanwhile)."""
+    requeue_when_gone(job, now)
+

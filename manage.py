@@ -13,6 +13,8 @@ OFFLINE_COMMANDS = {
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    if sys.argv[1:2] == ["agent"]:
+        os.environ["OPENDLC_PROCESS_ROLE"] = "agent"
     from console.config import ConfigError, check_services
 
     try:

@@ -90,7 +90,7 @@ def redis_url() -> str | None:
     if parts.scheme not in ("redis", "rediss"):
         raise ConfigError(f"REDIS_URL must start with redis:// or rediss://, got {url!r}")
     try:
-        port = parts.port
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
     except ValueError:
         raise ConfigError(f"REDIS_URL has an invalid port: {url!r}") from None
     if not parts.hostname:
@@ -98,8 +98,12 @@ def redis_url() -> str | None:
     db = parts.path.lstrip("/")
     if db and not db.isdigit():
         raise ConfigError(f"REDIS_URL database must be a number, got {db!r}")
-    _ = port
     return url
+
+
+def needs_database() -> bool:
+    """A node agent talks only to the broker (DESIGN.md): it must start where no database is."""
+    return os.environ.get("OPENDLC_PROCESS_ROLE") != "agent"
 
 
 def check_services() -> None:
@@ -108,7 +112,8 @@ def check_services() -> None:
     from django.db import connection
 
     try:
-        connection.ensure_connection()
+        if needs_database():
+            connection.ensure_connection()
     except Exception as exc:
         where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "the SQLite database"
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

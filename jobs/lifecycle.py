@@ -120,6 +120,9 @@ def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
         status=PodStatus.FAILED if evicted else report.status,
         sub_status=PodSubStatus.EVICTED if evicted else PodSubStatus.NORMAL,
         exit_code=report.exit_code, finished_at=report.at,
+        # Two worker threads may apply a pod's Running and finished reports out of order; the late
+        # Running report is then ignored, so take the start from the binding.
+        started_at=pod.started_at or pod.bound_at or report.at,
         # A stopped pod keeps the reason it was stopped for; others take the agent's.
         reason_code=pod.reason_code if stopped else report.reason,
         reason_message=pod.reason_message if stopped else report.message,

@@ -55,3 +55,19 @@ def test_embedded_sqlite_runs_in_wal_mode(db):
         cursor.execute("PRAGMA journal_mode")
         mode = cursor.fetchone()[0]
     assert mode == "wal"
+
+
+def test_a_node_agent_starts_without_reaching_the_database(db, monkeypatch):
+    from django.db import connection
+
+    from console.config import ConfigError, check_services
+
+    def unreachable():
+        raise RuntimeError("connection refused")
+
+    with monkeypatch.context() as patch:  # undone before the db fixture's teardown connects
+        patch.setattr(connection, "ensure_connection", unreachable)
+        with pytest.raises(ConfigError, match="cannot connect"):
+            check_services()
+        patch.setenv("OPENDLC_PROCESS_ROLE", "agent")
+        check_services()  # the broker alone is enough for an agent

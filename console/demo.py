@@ -117,3 +117,34 @@ def _nodes(prefix: str, spec, quota, count: int) -> None:
 
 def _short(instance_type: str) -> str:
     return instance_type.split(".")[1]
+
+
+def seed_jobs() -> list[str]:
+    """A few jobs on the simulated nodes so a fresh console shows quotas in use, a borrower,
+    a spot bid and a pay-as-you-go job. They go through create_job like any other job."""
+    from decimal import Decimal as D
+
+    from jobs.services import JobRequest, RoleRequest, create_job
+
+    alice, bob = (get_user_model().objects.get(username=n) for n in ("alice", "bob"))
+    research = Workspace.objects.get(name="ml-research")
+    quota = {q.name: q.quota_id for q in Quota.objects.all()}
+    v100, a10, lingjun = "ecs.gn6v-c8g1.16xlarge", "ecs.gn7i-c8g1.2xlarge", "ml.gu7xf.c96m1600.8-gu108"
+    image = "dsw-registry.cn-hangzhou.cr.aliyuncs.com/pai/pytorch-training:2.3-gpu-py311"
+    sim = lambda seconds: {"SIM_DURATION_S": str(seconds)}  # noqa: E731  (simulated nodes hold the pods this long)
+    requests = [
+        (alice, JobRequest("bert-pretrain", "torchrun train.py", [RoleRequest("Worker", 2, v100, image)],
+                           workspace_id=research.pk, quota_id=quota["nlp-team"], envs=sim(4 * 3600), priority=5)),
+        (bob, JobRequest("resnet-sweep", "python sweep.py", [RoleRequest("Worker", 1, v100, image)],
+                         workspace_id=research.pk, quota_id=quota["nlp-team"], oversold_type="AcceptQuotaOverSold",
+                         envs=sim(2 * 3600), ft_enabled=True)),
+        (alice, JobRequest("llm-sft-spot", "torchrun sft.py",
+                           [RoleRequest("Worker", 1, lingjun, image, spot_strategy="SpotWithPriceLimit",
+                                        spot_discount_limit=D("0.5"))],
+                           workspace_id=research.pk, resource_type=ResourceType.LINGJUN, source="spot",
+                           user_vpc={"VpcId": "vpc-demo", "SwitchId": "vsw-demo", "SecurityGroupId": "sg-demo"},
+                           envs=sim(3 * 3600), ft_enabled=True)),
+        (bob, JobRequest("eval-a10", "python eval.py", [RoleRequest("Worker", 1, a10, image)],
+                         workspace_id=research.pk, source="public", envs=sim(15 * 60))),
+    ]
+    return [create_job(user, request).job_id for user, request in requests]

@@ -11,7 +11,8 @@ class Command(BaseCommand):
         if not result.created:
             self.stdout.write("Demo data already present; nothing to do.")
             return
-        self.stdout.write(self.style.SUCCESS("Seeded the demo cluster."))
+        jobs = demo.seed_jobs()
+        self.stdout.write(self.style.SUCCESS(f"Seeded the demo cluster and {len(jobs)} jobs on its simulated nodes."))
         self.stdout.write(f"Users alice (owner, admin), bob (member), charlie (no access); password: {demo.DEMO_PASSWORD}")
         self.stdout.write("AccessKey for alice (shown once):")
         self.stdout.write(f"ALIBABA_CLOUD_ACCESS_KEY_ID={result.access_key_id}")

@@ -4,16 +4,15 @@ from django.utils import timezone
 
 from console import demo
 from jobs.models import Job, Pod
-from jobs.scheduling import run_cycle
 from quotas.models import ResourceSpec
 from spot.models import PriceHistory
 
 
-def test_the_demo_jobs_are_valid_and_a_cycle_places_them_in_and_out_of_quota(demo_cluster, sent):
+def test_the_demo_jobs_are_valid_and_a_cycle_places_them_in_and_out_of_quota(demo_cluster, sent, cycle):
     lingjun = ResourceSpec.objects.get(instance_type="ml.gu7xf.c96m1600.8-gu108")  # 2.1 a minute
     PriceHistory.objects.create(spec=lingjun, at=timezone.now(), price=Decimal("0.63"))  # below the 50 % bid
     demo.seed_jobs()
-    run_cycle()
+    cycle()
     jobs = {job.display_name: job for job in Job.objects.all()}
     assert {name: job.status for name, job in jobs.items()} == dict.fromkeys(
         ["bert-pretrain", "resnet-sweep", "llm-sft-spot", "eval-a10"], "EnvPreparing")

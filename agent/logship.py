@@ -13,7 +13,6 @@ last step reported without a checkpoint).
 import codecs
 import json
 import logging
-import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path

@@ -121,8 +121,6 @@ else:
         "store_processed": False,
         # Exchange tables too, or kombu writes them to ./control of whatever directory a process runs in.
         "control_folder": str(BROKER_DIR / "control"),
-        # Without it kombu writes broadcast/control files into the working directory.
-        "control_folder": str(BROKER_DIR / "control"),
     }
     CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

@@ -71,7 +71,7 @@ def test_bob_cannot_create_a_quota_by_posting(bob_client):
 
 
 def test_the_nodes_page_lists_pod_names_only_for_staff(bob_client, alice, client):
-    from jobs import lifecycle, scheduling
+    from jobs import scheduling
 
     job = quota_job(alice, "busy")
     scheduling.run_cycle()

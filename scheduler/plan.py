@@ -37,19 +37,19 @@ GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in la
 set protection_until for spot), mark preempted pods terminating (they must stay in the next
 snapshots with terminating=True until they are gone, or the cycle would preempt again), and
 store each waiting job's reason and position. Nothing is reserved across cycles: a job that
-waits for terminating pods competes for them next cycle in the normal order (lenders' jobs
-go before only-idle jobs, but an Acceptable job of another quota ordered earlier may borrow
-the freed capacity and be reclaimed in turn after its quota's min_runtime_s).
+waits for terminating pods competes for them next cycle, but In Quota placement comes before
+any idle placement (step 5), so no borrower takes capacity a lender's job can use then.
 
 The cycle, in numbered steps (see Cycle.run):
   1. Index the snapshot: quota tree and usage, free capacity per node, scopes.
   2. Release spot pods whose bid fell below the release price (rule 7).
   3. Pay-as-you-go jobs take public inventory first, releasing spot pods for stock if needed.
   4. Spot jobs take what is left of their pool when the bid is at or above the market price.
-  5. Quota jobs: the heads of all quota queues in one fair order (jobs that do not borrow
-     first, then priority, then submit time); each is admitted In Quota or Not in Quota, or
-     reclaims capacity and waits for its victims, or waits with a reason. A blocked head holds
-     the rest of a StrictFIFO queue; BestEffort queues backfill past it.
+  5. Quota jobs, the heads of all quota queues in one fair order (jobs that do not borrow
+     first, then priority, then submit time), in two passes: first In Quota only (admitted,
+     or reclaims capacity and waits for its victims, or waits with a reason), then Not in
+     Quota for the jobs that may borrow. A blocked head holds the rest of a StrictFIFO queue;
+     BestEffort queues backfill past it.
   6. Number the waiting jobs of each queue and return the decisions, sorted.
 """
 

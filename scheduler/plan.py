@@ -121,6 +121,7 @@ class Cycle:
         self.shapes: dict[str, tuple] = {}
         self.needs: dict[str, Resources] = {}
         self.reason_cache: dict[tuple, tuple[str, str]] = {}
+        self.explained: dict[tuple, tuple[str, str]] = {}  # see _explain_quota_wait
         self.reclaim_candidates: dict[tuple, Candidates] = {}
         self.quota_scopes: dict[str, tuple[Scope, Scope]] = {}
         self.stock_candidates: Candidates | None = None
@@ -378,6 +379,17 @@ class Cycle:
         return reason
 
     def _explain_quota_wait(self, job, quota, own, idle, in_quota, borrow) -> None:
+        # Jobs of one shape in one quota wait for the same reason until a node of either scope
+        # or the quota usage changes; a cycle with thousands of waiting jobs has few of them.
+        key = (quota.id, self._shape(job), in_quota, borrow, own.version, idle.version,
+               self.tree.version)
+        found = self.explained.get(key)
+        if found is None:
+            found = self.explained[key] = self._quota_wait_reason(job, quota, own, idle,
+                                                                  in_quota, borrow)
+        self._wait(job, *found)
+
+    def _quota_wait_reason(self, job, quota, own, idle, in_quota, borrow) -> tuple[str, str]:
         need = self._need(job)
         parts = []
         if in_quota:
@@ -391,7 +403,7 @@ class Cycle:
         message = "; ".join(("In quota: " + m) if i == 0 and len(parts) > 1 else
                             ("Not in quota: " + m) if len(parts) > 1 else m
                             for i, (_, m) in enumerate(parts))
-        self._wait(job, code, message)
+        return code, message
 
     def _own_room(self, job, own, quota, need) -> tuple[str, str]:
         code, msg = no_room(self.view, own, job, need, f"the nodes of quota {quota.id}",

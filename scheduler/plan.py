@@ -311,6 +311,7 @@ class Cycle:
             return WAITS
         if self._fits(job, idle):
             return LATER
+        # Its idle try in there fails at once (remembered by _fits): no idle placement in pass 1.
         return ADMITTED if self._attempt_quota_job(job, own_tried=True) else WAITS
 
     def _attempt_quota_job(self, job: PendingJob, own_tried: bool = False) -> bool:

@@ -67,7 +67,7 @@ from .explain import lent_out, no_room, no_stock, quota_full
 from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT,
                     SOURCE_PAYG, SOURCE_SPOT, STRICT_FIFO, PendingJob, Quota, RunningPod,
                     Snapshot)
-from .placement import FailedShapes, place_gang
+from .placement import FailedShapes, gang_fits, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
 from .resources import Resources, total
@@ -437,7 +437,14 @@ class Cycle:
         return placed is not None
 
     def _fits(self, job: PendingJob, scope: Scope) -> bool:
-        return self._place(job, scope) is not None
+        """Whether _try_admit would admit the job now (without choosing its nodes)."""
+        key = (scope.key, "free")
+        if self.failed.known(key, self._shape(job)):
+            return False
+        if gang_fits(self.view, scope, job.pods):
+            return True
+        self.failed.add(key, self._shape(job))
+        return False
 
     def _place(self, job: PendingJob, scope: Scope):
         """Nodes for the job on free capacity of `scope`, or None. Free capacity only shrinks
@@ -445,7 +452,10 @@ class Cycle:
         key = (scope.key, "free")
         if self.failed.known(key, self._shape(job)):
             return None
-        placed = place_gang(self.view, scope, job.pods)
+        need, free = self._need(job), scope.free
+        placed = None
+        if need.gpu <= free[0] and need.cpu_m <= free[1] and need.mem_mib <= free[2]:
+            placed = place_gang(self.view, scope, job.pods)
         if placed is None:
             self.failed.add(key, self._shape(job))
         return placed

@@ -14,6 +14,8 @@ from scheduler import (ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, Pen
                        PodRequest, Quota, Resources, RunningPod, Snapshot, plan)
 from scheduler.decisions import (HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT,
                                  WAITING_FOR_TERMINATION)
+from scheduler.capacity import CapacityView
+from scheduler.placement import gang_fits, place_gang
 from scheduler.quota_tree import QuotaTree
 
 from .builders import NOW
@@ -305,3 +307,13 @@ def test_a_lender_gets_what_it_reclaimed_before_any_idle_job(snap):
         # got onto the freed nodes.
         own = {n.name for n in tree.nodes_of[jobs[job_id].quota_id]}
         assert on["guaranteed"] & own or not on["idle"] & nodes, (job_id, wait)
+
+
+@SETTINGS
+@given(st.one_of(snapshots(), crowded_trees()))
+def test_the_quick_gang_check_agrees_with_placing_the_gang(snap):
+    view = CapacityView(snap.nodes, snap.pods)
+    scope = view.scope(("all",), list(snap.nodes))
+    for job in snap.jobs:
+        for pods in (job.pods, job.pods[:1] * 3):  # as drawn, and a gang of alike pods
+            assert gang_fits(view, scope, pods) == (place_gang(view, scope, pods) is not None)

@@ -29,6 +29,30 @@ class NodeState:
         return (f[0] + r[0], f[1] + r[1], f[2] + r[2])
 
 
+def _hold(state: NodeState, pod: RunningPod) -> None:
+    """Count a running (or terminating) pod of the snapshot on its node."""
+    res, free = pod.resources, state.free
+    free[0] -= res.gpu
+    free[1] -= res.cpu_m
+    free[2] -= res.mem_mib
+    if res.gpu or pod.gpu_indices:
+        free_ids = state.free_ids
+        ids = [g for g in pod.gpu_indices if g in free_ids]
+        # A pod reported without (enough) GPU indices still holds that many GPUs.
+        if len(ids) < res.gpu:
+            ids += [g for g in free_ids if g not in ids][: res.gpu - len(ids)]
+        if ids:
+            state.free_ids = [g for g in free_ids if g not in ids]
+    if pod.terminating:
+        state.terminating.append(pod)
+        rel = state.releasing
+        rel[0] += res.gpu
+        rel[1] += res.cpu_m
+        rel[2] += res.mem_mib
+    else:
+        state.pods.append(pod)
+
+
 class Scope:
     """A named set of ready nodes (a quota's own nodes, a lending scope, a public pool)."""
 
@@ -41,8 +65,16 @@ class Scope:
         for s in states:
             by_type.setdefault(s.node.instance_type, []).append(s.node.name)
         self.by_type = {t: tuple(v) for t, v in sorted(by_type.items())}
-        self.capacity = [sum(s.node.capacity.as_tuple()[i] for s in states) for i in range(3)]
-        self.free = [sum(s.free[i] for s in states) for i in range(3)]
+        capacity, free = [0, 0, 0], [0, 0, 0]
+        for s in states:
+            cap, f = s.node.capacity, s.free
+            capacity[0] += cap.gpu
+            capacity[1] += cap.cpu_m
+            capacity[2] += cap.mem_mib
+            free[0] += f[0]
+            free[1] += f[1]
+            free[2] += f[2]
+        self.capacity, self.free = capacity, free
         self.version = 0  # bumps whenever a node in it changes
         self.released = 0  # bumps whenever a pod on it is preempted: releasing capacity grew
 
@@ -57,23 +89,11 @@ class CapacityView:
         self.states = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
         self.scopes: dict[tuple, Scope] = {}
         self.memo: dict[tuple, object] = {}  # facts keyed by what they depend on
+        states = self.states
         for pod in sorted(pods, key=lambda p: p.pod_id):
-            if pod.node in self.states:
-                self._hold(self.states[pod.node], pod)
-
-    def _hold(self, state: NodeState, pod: RunningPod) -> None:
-        res = pod.resources
-        for i, amount in enumerate(res.as_tuple()):
-            state.free[i] -= amount
-        ids = [g for g in pod.gpu_indices if g in state.free_ids]
-        # A pod reported without (enough) GPU indices still holds that many GPUs.
-        ids += [g for g in state.free_ids if g not in ids][: max(0, res.gpu - len(ids))]
-        state.free_ids = [g for g in state.free_ids if g not in ids]
-        if pod.terminating:
-            state.terminating.append(pod)
-            self._to_releasing(state, res)
-        else:
-            state.pods.append(pod)
+            state = states.get(pod.node)
+            if state is not None:
+                _hold(state, pod)
 
     def _to_releasing(self, state: NodeState, res: Resources) -> None:
         for i, amount in enumerate(res.as_tuple()):

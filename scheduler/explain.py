@@ -63,11 +63,25 @@ def lent_out(view: CapacityView, scope: Scope) -> Resources:
     """Capacity of a scope's nodes that idle pods (borrowers) hold."""
     gpu = cpu = mem = 0
     for name in scope.names:
-        for pod in view.states[name].pods:
+        g, c, m = _lent_on(view, name)
+        gpu, cpu, mem = gpu + g, cpu + c, mem + m
+    return Resources(gpu, cpu, mem)
+
+
+def _lent_on(view: CapacityView, name: str) -> tuple[int, int, int]:
+    """Idle pods' capacity on one node; its running pods change only when one is preempted
+    (and joins the terminating ones), so that count keys the memo."""
+    state = view.states[name]
+    key = ("lent", name, len(state.terminating))
+    found = view.memo.get(key)
+    if found is None:
+        gpu = cpu = mem = 0
+        for pod in state.pods:
             if pod.kind == KIND_IDLE:
                 gpu, cpu, mem = (gpu + pod.resources.gpu, cpu + pod.resources.cpu_m,
                                  mem + pod.resources.mem_mib)
-    return Resources(gpu, cpu, mem)
+        found = view.memo[key] = (gpu, cpu, mem)
+    return found
 
 
 def no_stock(view: CapacityView, scope: Scope, job: PendingJob, need: Resources,

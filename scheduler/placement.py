@@ -66,6 +66,28 @@ def place_gang(view: CapacityView, scope: Scope, requests: tuple[PodRequest, ...
     return out
 
 
+def gang_fits(view: CapacityView, scope: Scope, requests: tuple[PodRequest, ...]) -> bool:
+    """Whether place_gang would place the gang now. For a gang of alike pods it counts, node by
+    node, how many pods fit and stops as soon as there is room for all: the greedy placement
+    fills every node that has room, so it succeeds exactly when those counts add up."""
+    first = requests[0]
+    if any(r.resources != first.resources or r.instance_type != first.instance_type
+           for r in requests):
+        return place_gang(view, scope, requests) is not None
+    need = first.resources.as_tuple()
+    states, room = view.states, 0
+    for name in scope.names_for(first.instance_type):
+        free = states[name].free
+        if free[0] < need[0] or free[1] < need[1] or free[2] < need[2]:
+            continue
+        if not any(need):
+            return True
+        room += min(free[i] // need[i] for i in range(3) if need[i])
+        if room >= len(requests):
+            return True
+    return False
+
+
 def never_fits(view: CapacityView, scope: Scope, req: PodRequest) -> bool:
     """True when the pod is larger than every (empty) node of the scope."""
     need = req.resources

@@ -37,19 +37,19 @@ GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in la
 set protection_until for spot), mark preempted pods terminating (they must stay in the next
 snapshots with terminating=True until they are gone, or the cycle would preempt again), and
 store each waiting job's reason and position. Nothing is reserved across cycles: a job that
-waits for terminating pods competes for them next cycle in the normal order (lenders' jobs
-go before only-idle jobs, but an Acceptable job of another quota ordered earlier may borrow
-the freed capacity and be reclaimed in turn after its quota's min_runtime_s).
+waits for terminating pods competes for them next cycle, but In Quota placement comes before
+any idle placement (step 5), so no borrower takes capacity a lender's job can use then.
 
 The cycle, in numbered steps (see Cycle.run):
   1. Index the snapshot: quota tree and usage, free capacity per node, scopes.
   2. Release spot pods whose bid fell below the release price (rule 7).
   3. Pay-as-you-go jobs take public inventory first, releasing spot pods for stock if needed.
   4. Spot jobs take what is left of their pool when the bid is at or above the market price.
-  5. Quota jobs: the heads of all quota queues in one fair order (jobs that do not borrow
-     first, then priority, then submit time); each is admitted In Quota or Not in Quota, or
-     reclaims capacity and waits for its victims, or waits with a reason. A blocked head holds
-     the rest of a StrictFIFO queue; BestEffort queues backfill past it.
+  5. Quota jobs, the heads of all quota queues in one fair order (jobs that do not borrow
+     first, then priority, then submit time), in two passes: first In Quota only (admitted,
+     or reclaims capacity and waits for its victims, or waits with a reason), then Not in
+     Quota for the jobs that may borrow. A blocked head holds the rest of a StrictFIFO queue;
+     BestEffort queues backfill past it.
   6. Number the waiting jobs of each queue and return the decisions, sorted.
 """
 
@@ -67,11 +67,15 @@ from .explain import lent_out, no_room, no_stock, quota_full
 from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT,
                     SOURCE_PAYG, SOURCE_SPOT, STRICT_FIFO, PendingJob, Quota, RunningPod,
                     Snapshot)
-from .placement import FailedShapes, place_gang
+from .placement import FailedShapes, gang_fits, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
 from .resources import Resources, total
 from .spot import bid_problem, outbid_releases, releasable
+
+
+# Outcomes of a job's turn in pass 1 of step 5.
+ADMITTED, WAITS, LATER = "admitted", "waits", "later"
 
 
 def plan(snapshot: Snapshot, now: datetime) -> Decisions:
@@ -117,9 +121,11 @@ class Cycle:
         self.shapes: dict[str, tuple] = {}
         self.needs: dict[str, Resources] = {}
         self.reason_cache: dict[tuple, tuple[str, str]] = {}
+        self.explained: dict[tuple, tuple[str, str]] = {}  # see _explain_quota_wait
         self.reclaim_candidates: dict[tuple, Candidates] = {}
         self.quota_scopes: dict[str, tuple[Scope, Scope]] = {}
         self.stock_candidates: Candidates | None = None
+        self.own_tried: set[str] = set()  # Acceptable jobs that did not fit In Quota in pass 1
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
         queues: dict[str, list[PendingJob]] = {}
@@ -197,25 +203,77 @@ class Cycle:
     # ---- step 5: quota queues ------------------------------------------------------------
 
     def _schedule_quota_queues(self) -> None:
+        """Step 5 in two passes, so that idle placement never takes capacity that a guaranteed
+        job could have this cycle (rules 1, 3 and 4).
+
+        Pass 1 offers every queue's jobs In Quota placement only: Forbidden jobs get their
+        whole turn (own nodes, else reclaim, else a wait reason); Acceptable jobs take their
+        own free capacity, or are left for pass 2 if idle capacity fits them now, or else get
+        their whole turn (rule 3: reclaim only when neither fits); Only-Idle jobs are left for
+        pass 2. Pass 2 offers the jobs left over idle placement (an Acceptable one that lost
+        its idle fit to a job ahead of it reclaims on its own nodes, rule 4). Both passes take
+        the queue heads in one fair order (`_head_key`).
+
+        Without pass 1 a lender whose victims are gone could lose the freed node to an idle
+        job of another quota ordered earlier, and reclaim it again next cycle, without end.
+
+        StrictFIFO: a job not admitted in pass 1 stops its queue there. If it waits for good
+        (Forbidden), the rest wait behind it; else the rest of the queue goes to pass 2 behind
+        it, and each of them gets its whole turn once the jobs ahead are admitted.
+        """
         names = self._queue_names("quota:")
-        pos = {name: 0 for name in names}
-        heap = [(self._head_key(self.queues[n][0]), n) for n in names]
+        later = self._guaranteed_pass({n: self.queues[n] for n in names})
+        self._in_fair_order(later, self._idle_turn)
+
+    def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn) -> None:
+        """Give each job of `queues` its turn, the heads of all queues in one fair order.
+
+        turn(job, rest) is True to go on with the queue, False to stop it (`rest` are the
+        jobs behind `job`, which the turn has dealt with).
+        """
+        pos = dict.fromkeys(queues, 0)
+        heap = [(self._head_key(jobs[0]), name) for name, jobs in queues.items() if jobs]
         heapq.heapify(heap)
         while heap:
             _, name = heapq.heappop(heap)
-            job = self.queues[name][pos[name]]
+            jobs = queues[name]
+            job = jobs[pos[name]]
             pos[name] += 1
-            admitted = self._attempt_quota_job(job)
-            if not admitted and self._strict(job):
-                self._hold_behind(job, self.queues[name][pos[name]:])
-                continue
-            if pos[name] < len(self.queues[name]):
-                heapq.heappush(heap, (self._head_key(self.queues[name][pos[name]]), name))
+            if turn(job, jobs[pos[name]:]) and pos[name] < len(jobs):
+                heapq.heappush(heap, (self._head_key(jobs[pos[name]]), name))
+
+    def _guaranteed_pass(self, queues: dict[str, list[PendingJob]]) -> dict[str, list]:
+        """Pass 1; returns the jobs left for pass 2, per queue, in queue order."""
+        later: dict[str, list[PendingJob]] = {}
+
+        def turn(job: PendingJob, rest: list[PendingJob]) -> bool:
+            outcome = self._attempt_in_quota(job)
+            if outcome == LATER:
+                later.setdefault(queue_of(job), []).append(job)
+            if outcome == ADMITTED or not self._strict(job):
+                return True
+            if outcome == WAITS:
+                self._hold_behind(job, rest)
+            else:  # held behind `job` until pass 2 admits it
+                later[queue_of(job)].extend(rest)
+            return False
+
+        self._in_fair_order(queues, turn)
+        return later
+
+    def _idle_turn(self, job: PendingJob, rest: list[PendingJob]) -> bool:
+        """Pass 2: the job's idle placement, or its whole turn if pass 1 never reached it."""
+        if self._attempt_quota_job(job, own_tried=job.job_id in self.own_tried):
+            return True
+        if self._strict(job):
+            self._hold_behind(job, rest)
+            return False
+        return True
 
     @staticmethod
     def _head_key(job: PendingJob) -> tuple:
         """Fair order across queues, Kueue style: jobs that only borrow go after the others,
-        so a lender's own job is not beaten to its capacity by a borrower; then job_order."""
+        then job_order."""
         return (job.oversold_type == FORCE,) + job_order(job)
 
     def _strict(self, job: PendingJob) -> bool:
@@ -229,7 +287,36 @@ class Cycle:
                        f"Held behind job {head.job_id}, the head of the StrictFIFO queue of "
                        f"quota {head.quota_id}, which waits: {why}")
 
-    def _attempt_quota_job(self, job: PendingJob) -> bool:
+    def _attempt_in_quota(self, job: PendingJob) -> str:
+        """Pass 1: ADMITTED, WAITS (its turn is over) or LATER (its turn goes on in pass 2).
+
+        An Acceptable job that fits neither its own capacity (free, or free once terminating
+        pods are gone) nor idle capacity now would not fit idle in pass 2 either (free
+        capacity only shrinks), so it takes its whole turn here: its reclaim comes before any
+        idle job's placement, as rule 3 orders it.
+        """
+        quota = self.tree.quotas.get(job.quota_id or "")
+        if quota is None or job.oversold_type == FORBIDDEN:
+            return ADMITTED if self._attempt_quota_job(job) else WAITS
+        if job.oversold_type == FORCE:
+            return LATER
+        own, idle = self._quota_scopes(quota)
+        room = self.tree.short_quota(quota.id, self._need(job)) is None
+        if room and self._try_admit(job, own, KIND_GUARANTEED):
+            return ADMITTED
+        self.own_tried.add(job.job_id)
+        # Its own capacity is being freed (usually by its own reclaim): wait for it rather
+        # than borrow, or an idle job ahead in pass 2 could take the rest from under it.
+        if room and self._wait_for_capacity(job, own):
+            return WAITS
+        if self._fits(job, idle):
+            return LATER
+        # Its idle try in there fails at once (remembered by _fits): no idle placement in pass 1.
+        return ADMITTED if self._attempt_quota_job(job, own_tried=True) else WAITS
+
+    def _attempt_quota_job(self, job: PendingJob, own_tried: bool = False) -> bool:
+        """A job's turn: own free capacity, idle capacity, reclaim, or a reason to wait.
+        own_tried: pass 1 has already tried its own free capacity (nothing freed since)."""
         quota = self.tree.quotas.get(job.quota_id or "")
         if quota is None:
             self._wait(job, UNKNOWN_QUOTA, f"Quota {job.quota_id!r} does not exist")
@@ -239,7 +326,7 @@ class Cycle:
         # With the guarantee used up, reclaiming idle pods cannot help: only preempting the
         # quota's own lower-priority pods could.
         room = self.tree.short_quota(quota.id, self._need(job)) is None
-        if in_quota and room and self._try_admit(job, own, KIND_GUARANTEED):
+        if in_quota and room and not own_tried and self._try_admit(job, own, KIND_GUARANTEED):
             return True
         if borrow and self._try_admit(job, idle, KIND_IDLE):
             return True
@@ -293,6 +380,17 @@ class Cycle:
         return reason
 
     def _explain_quota_wait(self, job, quota, own, idle, in_quota, borrow) -> None:
+        # Jobs of one shape in one quota wait for the same reason until a node of either scope
+        # or the quota usage changes; a cycle with thousands of waiting jobs has few of them.
+        key = (quota.id, self._shape(job), in_quota, borrow, own.version, idle.version,
+               self.tree.version)
+        found = self.explained.get(key)
+        if found is None:
+            found = self.explained[key] = self._quota_wait_reason(job, quota, own, idle,
+                                                                  in_quota, borrow)
+        self._wait(job, *found)
+
+    def _quota_wait_reason(self, job, quota, own, idle, in_quota, borrow) -> tuple[str, str]:
         need = self._need(job)
         parts = []
         if in_quota:
@@ -306,7 +404,7 @@ class Cycle:
         message = "; ".join(("In quota: " + m) if i == 0 and len(parts) > 1 else
                             ("Not in quota: " + m) if len(parts) > 1 else m
                             for i, (_, m) in enumerate(parts))
-        self._wait(job, code, message)
+        return code, message
 
     def _own_room(self, job, own, quota, need) -> tuple[str, str]:
         code, msg = no_room(self.view, own, job, need, f"the nodes of quota {quota.id}",
@@ -332,17 +430,35 @@ class Cycle:
         return shape
 
     def _try_admit(self, job: PendingJob, scope: Scope, kind: str) -> bool:
-        """Admit the job on free capacity of `scope`. Free capacity only shrinks during a
-        cycle, so a shape that failed in a scope fails again: remember it and skip."""
+        """Admit the job on free capacity of `scope`, if it fits."""
+        placed = self._place(job, scope)
+        if placed is not None:
+            self._admit(job, placed, kind)
+        return placed is not None
+
+    def _fits(self, job: PendingJob, scope: Scope) -> bool:
+        """Whether _try_admit would admit the job now (without choosing its nodes)."""
         key = (scope.key, "free")
         if self.failed.known(key, self._shape(job)):
             return False
-        placed = place_gang(self.view, scope, job.pods)
+        if gang_fits(self.view, scope, job.pods):
+            return True
+        self.failed.add(key, self._shape(job))
+        return False
+
+    def _place(self, job: PendingJob, scope: Scope):
+        """Nodes for the job on free capacity of `scope`, or None. Free capacity only shrinks
+        during a cycle, so a shape that failed in a scope fails again: remember it and skip."""
+        key = (scope.key, "free")
+        if self.failed.known(key, self._shape(job)):
+            return None
+        need, free = self._need(job), scope.free
+        placed = None
+        if need.gpu <= free[0] and need.cpu_m <= free[1] and need.mem_mib <= free[2]:
+            placed = place_gang(self.view, scope, job.pods)
         if placed is None:
             self.failed.add(key, self._shape(job))
-            return False
-        self._admit(job, placed, kind)
-        return True
+        return placed
 
     def _admit(self, job: PendingJob, placed, kind: str) -> None:
         placements = tuple(PodPlacement(req.role, req.index, node,
@@ -355,16 +471,18 @@ class Cycle:
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))
 
-    def _wait_for_capacity(self, job, scope, candidates, reason, prio: int = 0) -> bool:
-        """Reserve capacity that terminating pods will free; if that is not enough, preempt
-        the fewest victims that make the job fit. Either way the job waits this cycle, and
-        while its victims terminate the next cycle finds them here and preempts nothing more.
+    def _wait_for_capacity(self, job, scope, candidates=None, reason=None,
+                           prio: int = 0) -> bool:
+        """Reserve capacity that terminating pods will free; if that is not enough (and
+        `candidates` are given), preempt the fewest victims that make the job fit. Either way
+        the job waits this cycle, and while its victims terminate the next cycle finds them
+        here and preempts nothing more.
         """
         shape = self._shape(job)
         # A victim search that failed stays failed: a preemption since then only moved
         # capacity from candidates to releasing. A releasing-only fit may appear, though.
         victims_key = (scope.key, "victims", prio)
-        if self.failed.known(victims_key, shape):
+        if candidates is not None and self.failed.known(victims_key, shape):
             return False
         combined_key = (scope.key, "combined", scope.released)
         placed = None
@@ -372,7 +490,7 @@ class Cycle:
             placed = place_gang(self.view, scope, job.pods, combined=True)
             if placed is None:
                 self.failed.add(combined_key, shape)
-        if placed is None:
+        if placed is None and candidates is not None:
             placed = self._preempt_for(job, scope, candidates, reason, victims_key)
         if placed is None:
             return False

@@ -16,14 +16,16 @@ class QuotaTree:
     def __init__(self, quotas: tuple[Quota, ...], nodes: tuple[Node, ...]):
         self.quotas = {q.id: q for q in sorted(quotas, key=lambda q: q.id)}
         self._ancestors = {qid: self._walk_up(qid) for qid in self.quotas}
-        self.guarantee: dict[str, Resources] = {qid: ZERO for qid in self.quotas}
         self.usage: dict[str, Resources] = {qid: ZERO for qid in self.quotas}
+        self.version = 0  # bumps whenever usage changes
         self.nodes_of: dict[str, list[Node]] = defaultdict(list)  # subtree nodes, by quota
+        own: dict[str, list[int]] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             if node.quota_id in self.quotas:
+                _add(own.setdefault(node.quota_id, [0, 0, 0]), node.capacity)
                 for qid in self.chain(node.quota_id):
-                    self.guarantee[qid] = self.guarantee[qid] + node.capacity
                     self.nodes_of[qid].append(node)
+        self.guarantee: dict[str, Resources] = self._subtree_sums(own)
 
     def _walk_up(self, qid: str) -> tuple[str, ...]:
         """Parents up to the root; a broken parent link or a loop ends the walk."""
@@ -49,13 +51,30 @@ class QuotaTree:
         return qid in self.quotas and of in self.chain(qid)
 
     def add_usage(self, qid: str, amount: Resources) -> None:
+        self.version += 1
         for q in self.chain(qid):
             self.usage[q] = self.usage[q] + amount
 
     def count_running(self, pods: tuple[RunningPod, ...]) -> None:
+        """Add the guaranteed pods' usage: summed per quota first, then once up each chain."""
+        own: dict[str, list[int]] = {}
         for pod in pods:
             if pod.kind == KIND_GUARANTEED and pod.quota_id in self.quotas:
-                self.add_usage(pod.quota_id, pod.resources)
+                _add(own.setdefault(pod.quota_id, [0, 0, 0]), pod.resources)
+        self.version += 1
+        for qid, used in self._subtree_sums(own).items():
+            self.usage[qid] = self.usage[qid] + used
+
+    def _subtree_sums(self, own: dict[str, list[int]]) -> dict[str, Resources]:
+        """Per quota, the sum of `own` over the quota and its descendants."""
+        sums = {qid: [0, 0, 0] for qid in self.quotas}
+        for qid, (g, c, m) in own.items():
+            for q in self.chain(qid):
+                acc = sums[q]
+                acc[0] += g
+                acc[1] += c
+                acc[2] += m
+        return {qid: Resources(*acc) for qid, acc in sums.items()}
 
     def short_quota(self, qid: str, need: Resources) -> tuple[str, str] | None:
         """The first quota on the chain (own first) whose guarantee `need` would exceed.
@@ -94,3 +113,9 @@ class QuotaTree:
             return f"quota tree {key[1]}"
         return f"Lingjun quotas of tenant {key[1]} ({', '.join(key[2]) or 'no nodes'})"
 
+
+
+def _add(acc: list[int], res: Resources) -> None:
+    acc[0] += res.gpu
+    acc[1] += res.cpu_m
+    acc[2] += res.mem_mib

@@ -7,9 +7,9 @@ one time are applied first, then schedule cycles run at that time until nothing 
   2. a cycle: the snapshot (nodes, quotas, running pods, candidate pending jobs) goes to plan();
      admitted jobs start and get a completion event at now + remaining work;
   3. preempted jobs stop at once (no grace period): the work since the last checkpoint (all of
-     it without checkpoints) is lost and the job re-queues with its remaining work; then a
-     cycle of only the jobs that waited for those victims runs, so that the capacity they
-     reclaimed is theirs (see `_reclaimers_first`), and step 2 repeats.
+     it without checkpoints) is lost and the job re-queues with its remaining work, and step 2
+     repeats (plan() gives jobs In Quota their turn before any borrower, so the capacity a job
+     reclaimed is its own next cycle).
 
 Cheap cycles. The snapshot's node and quota tuples are built once; the pods tuple is rebuilt only
 when a pod came or went (or, with checkpoints, an idle pod's last checkpoint moved). plan() is
@@ -29,7 +29,6 @@ from decimal import Decimal
 
 from scheduler import (ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT,
                        MarketState, PendingJob, RunningPod, Snapshot, plan)
-from scheduler.decisions import WAITING_FOR_TERMINATION
 
 from .cluster import (INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id)
 from .trace import Trace, TraceJob
@@ -217,23 +216,7 @@ class Replay:
             self._apply(decisions, t)
             if not decisions.preemptions:
                 return
-            self._reclaimers_first(decisions, t)
         self.result.rounds_exceeded += 1
-
-    def _reclaimers_first(self, decisions, t: int) -> None:
-        """The victims are gone: let the jobs that preempted them take their capacity first.
-
-        plan() reserves nothing across cycles, so in a plain next cycle an Acceptable job of
-        another quota submitted earlier borrows the freed capacity again, and the lender has
-        to reclaim it again in the cycle after (min_runtime_s is 0): a preemption every cycle
-        while such borrowers wait, and the lender starves. Giving the reclaiming jobs a cycle
-        of their own is this integrator's reservation (tests/tracesim records the scheduler
-        behaviour as an expected failure).
-        """
-        reclaimers = [self.runs[w.job_id].request for w in decisions.waiting
-                      if w.code == WAITING_FOR_TERMINATION]
-        if reclaimers:
-            self._apply(self._plan(reclaimers, t), t)
 
     def _plan(self, jobs: list[PendingJob], t: int):
         if self.ckpt:

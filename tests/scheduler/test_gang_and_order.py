@@ -100,3 +100,38 @@ def test_the_lenders_own_job_goes_before_borrowers_of_equal_priority():
             make_job("own").quota("q1").gpus(8).submitted(1)]
     d = plan(snapshot(nodes, quotas, pods, jobs), NOW)
     assert admitted(d) == ["own"]
+
+
+STRICT_TREE = [quota("root"), quota("q1", "root", queue_strategy=STRICT_FIFO), quota("q2", "root")]
+STRICT_NODES = [node("n1", "q1"), node("n2", "q2")]
+
+
+def test_a_strict_fifo_head_that_runs_idle_lets_the_jobs_behind_it_in_after_it():
+    # The head does not fit q1 (6 of 8 GPUs used) but fits idle on n2; the small job behind
+    # it fits q1 and is admitted only once the head is.
+    pods = [make_pod("p1").on("n1").gpus(6)]
+    jobs = [make_job("head").accept().gpus(4).priority(9), make_job("small").gpus(2)]
+    d = plan(snapshot(STRICT_NODES, STRICT_TREE, pods, jobs), NOW)
+    assert [(a.job_id, a.kind) for a in d.admissions] == [("head", "idle"),
+                                                           ("small", "guaranteed")]
+
+
+def test_a_strict_fifo_head_that_fits_neither_in_quota_nor_idle_holds_the_queue():
+    pods = [make_pod("p1").on("n1").gpus(6), make_pod("p2").on("n2").quota("q2").gpus(6)]
+    jobs = [make_job("head").accept().gpus(4).priority(9), make_job("small").gpus(2)]
+    d = plan(snapshot(STRICT_NODES, STRICT_TREE, pods, jobs), NOW)
+    assert d.admissions == ()
+    w = d.wait_reason("small")
+    assert (w.code, w.position) == (HELD_BEHIND_HEAD, 2)
+    assert "which waits: In quota: Quota q1 is full" in w.message
+    assert "; Not in quota: The gang of 1 pod(s) (4 GPU) does not fit" in w.message
+
+
+def test_a_strict_fifo_head_waiting_for_idle_capacity_yields_it_to_another_quotas_own_job():
+    # The head of q1 ranks first but could only borrow n2; q2's own job takes n2 In Quota.
+    pods = [make_pod("p1").on("n1").gpus(8)]
+    jobs = [make_job("head").accept().gpus(8).priority(9), make_job("behind").gpus(1),
+            make_job("own").quota("q2").gpus(8).priority(1)]
+    d = plan(snapshot(STRICT_NODES, STRICT_TREE, pods, jobs), NOW)
+    assert [a.job_id for a in d.admissions] == ["own"]
+    assert d.wait_reason("behind").code == HELD_BEHIND_HEAD

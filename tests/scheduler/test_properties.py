@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 
 from scheduler import (ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, PendingJob,
                        PodRequest, Quota, Resources, RunningPod, Snapshot, plan)
-from scheduler.decisions import HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT
+from scheduler.decisions import (HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT,
+                                 WAITING_FOR_TERMINATION)
+from scheduler.capacity import CapacityView
+from scheduler.placement import gang_fits, place_gang
 from scheduler.quota_tree import QuotaTree
 
 from .builders import NOW
@@ -224,3 +227,93 @@ def test_every_pending_job_is_admitted_or_told_why_it_waits(snap):
     waiting = [w.job_id for w in d.waiting]
     assert sorted(admitted + waiting) == sorted(j.job_id for j in snap.jobs)
     assert all(w.message and w.position >= 1 for w in d.waiting)
+
+
+@st.composite
+def crowded_trees(draw):
+    """One ECS tree whose nodes are full of borrowers, with jobs of every OversoldType queued:
+    the snapshots where reclaims and borrowing compete (rare in `snapshots`)."""
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    leaves = [f"c{c}" for c in range(rng.randint(2, 3))]
+    quotas = (Quota("r", "t1"),) + tuple(
+        Quota(q, "t1", "r", queue_strategy=rng.choice(("StrictFIFO", "BestEffort")),
+              allow_priority_preemption=rng.random() < 0.3) for q in leaves)
+    nodes = tuple(Node(f"n{i}", "A", res(8), rng.choice(leaves)) for i in range(rng.randint(2, 4)))
+    pods = []
+    for node in nodes:
+        free, room = list(node.gpu_indices()), node.capacity
+        while free and rng.random() < 0.8:
+            gpus = rng.choice([g for g in (1, 2, 4, 8) if g <= len(free)])
+            if not res(gpus).fits(room):
+                break
+            idle = rng.random() < 0.7
+            pods.append(RunningPod(
+                f"{node.name}p{len(pods)}", f"run{len(pods)}", node.name, res(gpus),
+                "idle" if idle else "guaranteed", NOW - timedelta(minutes=rng.randint(1, 99)),
+                rng.choice(leaves) if idle else node.quota_id, rng.randint(1, 3),
+                tuple(free[:gpus]), terminating=rng.random() < 0.1))
+            free, room = free[gpus:], room - res(gpus)
+    jobs = tuple(PendingJob(
+        f"j{j}", NOW - timedelta(minutes=rng.randint(0, 60)),
+        tuple(PodRequest("w", i, res(rng.choice((1, 2, 4, 8)))) for i in range(rng.randint(1, 2))),
+        rng.choice(leaves), oversold_type=rng.choice((FORBIDDEN, ACCEPT, ACCEPT, FORCE)),
+        priority=rng.randint(1, 3)) for j in range(rng.randint(1, 8)))
+    return Snapshot(nodes, quotas, tuple(pods), jobs)
+
+
+def next_cycle(snap, d):
+    """The next cycle's snapshot once every victim is gone: admitted jobs run, the rest wait."""
+    gone = set(d.preempted_pod_ids())
+    jobs = {j.job_id: j for j in snap.jobs}
+    pods = [p for p in snap.pods if p.pod_id not in gone]
+    for a in d.admissions:
+        job = jobs[a.job_id]
+        req = {(p.role, p.index): p.resources for p in job.pods}
+        pods += [RunningPod(f"{a.job_id}/{pl.role}{pl.index}", a.job_id, pl.node,
+                            req[(pl.role, pl.index)], a.kind, NOW, a.quota_id, job.priority,
+                            pl.gpu_indices, bid=job.bid if a.kind == "spot" else None)
+                 for pl in a.placements]
+    admitted = {a.job_id for a in d.admissions}
+    return Snapshot(snap.nodes, snap.quotas, tuple(pods),
+                    tuple(j for j in snap.jobs if j.job_id not in admitted), snap.markets)
+
+
+@SETTINGS
+@given(st.one_of(snapshots(), crowded_trees()))
+def test_a_lender_gets_what_it_reclaimed_before_any_idle_job(snap):
+    """After a reclaim, the next cycle (victims gone) admits the lender's job, or another
+    guaranteed job takes the quota's capacity first; else no idle job gets onto the nodes the
+    victims freed."""
+    d = plan(snap, NOW)
+    victims = defaultdict(set)  # reclaiming job -> nodes of its victims
+    for pre in d.preemptions:
+        if pre.reason.code == RECLAIMED:
+            victims[pre.reason.by_job].add(pre.node)
+    if not victims:
+        return
+    after = plan(next_cycle(snap, d), NOW)
+    on = defaultdict(set)  # admission kind -> nodes it placed pods on
+    for a in after.admissions:
+        on[a.kind].update(pl.node for pl in a.placements)
+    tree = QuotaTree(snap.quotas, snap.nodes)
+    jobs = {j.job_id: j for j in snap.jobs}
+    for job_id, nodes in victims.items():
+        lender, wait = after.admission(job_id), after.wait_reason(job_id)
+        # Admitted: In Quota, or (Acceptable, rule 3) idle while its own capacity still
+        # terminates; or it still waits for other pods to terminate.
+        if lender is not None or wait.code == WAITING_FOR_TERMINATION:
+            continue
+        # Else a higher-ranked guaranteed job took the quota's capacity first, or no idle job
+        # got onto the freed nodes.
+        own = {n.name for n in tree.nodes_of[jobs[job_id].quota_id]}
+        assert on["guaranteed"] & own or not on["idle"] & nodes, (job_id, wait)
+
+
+@SETTINGS
+@given(st.one_of(snapshots(), crowded_trees()))
+def test_the_quick_gang_check_agrees_with_placing_the_gang(snap):
+    view = CapacityView(snap.nodes, snap.pods)
+    scope = view.scope(("all",), list(snap.nodes))
+    for job in snap.jobs:
+        for pods in (job.pods, job.pods[:1] * 3):  # as drawn, and a gang of alike pods
+            assert gang_fits(view, scope, pods) == (place_gang(view, scope, pods) is not None)

@@ -144,3 +144,67 @@ def test_a_gang_reclaims_across_several_nodes():
     d = plan(snapshot(nodes, tree, pods, [make_job("a").gpus(8).pods(2)]), NOW)
     assert d.preempted_pod_ids() == ("v1", "v2")
     assert d.wait_reason("a").waiting_for_pods == 2
+
+
+# The cycle after a reclaim: the victims are gone and the lender's job is still pending.
+LENDER_TREE = [quota("root"), quota("a", "root"), quota("b", "root")]
+LENDER_NODES = [node("a1", "a"), node("b1", "b")]
+
+
+@pytest.mark.parametrize("lender", [make_job("lender").quota("a").gpus(8).forbidden(),
+                                    make_job("lender").quota("a").gpus(8).accept()],
+                         ids=["forbidden", "acceptable"])
+@pytest.mark.parametrize("borrower", [make_job("borrower").quota("b").gpus(8).accept(),
+                                      make_job("borrower").quota("b").gpus(8).force()],
+                         ids=["acceptable", "only-idle"])
+def test_the_next_cycle_gives_the_lender_the_capacity_it_reclaimed(lender, borrower):
+    # The borrower is first in the fair order (submitted earlier, same priority), but it
+    # could only run idle: the lender's In Quota turn comes first, so no reclaim loop.
+    pods = [make_pod("b-own").on("b1").quota("b").gpus(8)]
+    jobs = [borrower.submitted(60), lender.submitted(1)]
+    d = plan(snapshot(LENDER_NODES, LENDER_TREE, pods, jobs), NOW)
+    assert (d.admission("lender").kind, d.admission("lender").use_oversold) == \
+        ("guaranteed", False)
+    assert d.admission("borrower") is None and d.preemptions == ()
+
+
+def test_the_earlier_borrower_would_be_reclaimed_from_the_lenders_node_again():
+    """Why the above matters: with the borrower on a1, the lender preempts it again."""
+    pods = [make_pod("b-own").on("b1").quota("b").gpus(8),
+            make_pod("borrower-0").job("borrower").on("a1").quota("b").gpus(8).idle()
+            .started(0)]
+    jobs = [make_job("lender").quota("a").gpus(8).forbidden().submitted(1)]
+    d = plan(snapshot(LENDER_NODES, LENDER_TREE, pods, jobs), NOW)
+    assert d.preempted_pod_ids() == ("borrower-0",)
+
+
+def test_an_idle_job_takes_only_what_the_waiting_lender_cannot_use():
+    # a1 has 8 free GPUs; the lender needs 6 of them, a higher priority borrower 4: the
+    # borrower waits (2 left), a 2-GPU borrower fits beside the lender.
+    jobs = [make_job("borrower").quota("b").gpus(4).force().priority(9).submitted(60),
+            make_job("small").quota("b").gpus(2).force().priority(9).submitted(50),
+            make_job("lender").quota("a").gpus(6).submitted(1)]
+    pods = [make_pod("b-own").on("b1").quota("b").gpus(8)]
+    d = plan(snapshot(LENDER_NODES, LENDER_TREE, pods, jobs), NOW)
+    assert sorted(a.job_id for a in d.admissions) == ["lender", "small"]
+    assert d.wait_reason("borrower").code == "no_idle_capacity"
+
+
+def test_an_acceptable_lender_reclaims_before_an_earlier_job_borrows_its_last_free_gpus():
+    # a1: 4 free, 4 held by a borrower. The higher priority job of b could borrow the 4 free;
+    # the lender fits neither In Quota nor idle, so it reclaims first and keeps them.
+    pods = [make_pod("b-own").on("b1").quota("b").gpus(8),
+            make_pod("borrowed").on("a1").quota("b").gpus(4).idle()]
+    jobs = [make_job("b-job").quota("b").gpus(4).accept().priority(9),
+            make_job("lender").quota("a").gpus(8).accept()]
+    d = plan(snapshot(LENDER_NODES, LENDER_TREE, pods, jobs), NOW)
+    assert d.admissions == () and d.preempted_pod_ids() == ("borrowed",)
+    assert d.wait_reason("lender").code == WAITING_FOR_TERMINATION
+
+
+def test_an_acceptable_lender_waits_for_its_own_terminating_capacity_rather_than_borrow():
+    pods = [make_pod("stopping").on("a1").quota("b").gpus(8).idle().terminating()]
+    jobs = [make_job("lender").quota("a").gpus(8).accept()]
+    d = plan(snapshot(LENDER_NODES, LENDER_TREE, pods, jobs), NOW)  # b1 is free
+    assert d.admissions == ()
+    assert d.wait_reason("lender").code == WAITING_FOR_TERMINATION

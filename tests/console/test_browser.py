@@ -44,6 +44,7 @@ def browser():
 @pytest.fixture
 def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
+    context.add_init_script(HTMX_TRACKER)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     yield page
@@ -58,9 +59,22 @@ def login(page, username):
     page.wait_for_url(re.compile(r"/jobs/$"))
 
 
+# Counts HTMX requests from their start (fired inside the change/click handler, so before the
+# Playwright action returns) to the end of their swap and settle: a test acting on the old form
+# while its replacement is on the way would lose the change.
+HTMX_TRACKER = """
+window.__htmxPending = 0;
+document.addEventListener('htmx:beforeRequest', () => { window.__htmxPending += 1; });
+document.addEventListener('htmx:afterSettle', () => { window.__htmxPending = Math.max(0, window.__htmxPending - 1); });
+document.addEventListener('htmx:afterRequest', (e) => { if (!e.detail.successful) window.__htmxPending = Math.max(0, window.__htmxPending - 1); });
+"""
+
+
 def settle(page):
-    """Wait until no HTMX request is in flight (a form refresh replaces the fields)."""
-    page.wait_for_function("!document.querySelector('.htmx-request')")
+    """Wait until no HTMX request is in flight, swapping or settling (a form refresh replaces the fields)."""
+    page.wait_for_function(
+        "window.__htmxPending === 0 && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
 
 
 def shot(page, name):

@@ -86,15 +86,17 @@ def _resources(spec: ResourceSpec) -> s.Resources:
 def _nodes() -> tuple[s.Node, ...]:
     # Not-ready nodes are in the snapshot too (ready=False): their pods still hold capacity.
     return tuple(
-        s.Node(n.name, n.spec.instance_type, _resources(n.spec), n.quota.quota_id if n.quota_id else None,
+        s.Node(n.name, n.spec.instance_type, _resources(n.spec), n.quota.name if n.quota_id else None,
                ready=n.status == NodeStatus.READY)
         for n in Node.objects.select_related("spec", "quota").order_by("name")
     )
 
 
 def _quotas() -> tuple[s.Quota, ...]:
+    # The scheduler knows a quota by its name (unique): its wait and preemption messages are read
+    # by people ("Quota nlp-team is full", "reclaimed by quota cv-team").
     return tuple(
-        s.Quota(q.quota_id, str(q.tenant_id), q.parent.quota_id if q.parent_id else None, q.resource_type,
+        s.Quota(q.name, str(q.tenant_id), q.parent.name if q.parent_id else None, q.resource_type,
                 q.queue_strategy, q.allow_priority_preemption, q.min_runtime_before_preemption_s)
         for q in Quota.objects.select_related("parent").order_by("pk")
     )
@@ -114,7 +116,7 @@ def _running_pod(pod: Pod, bid: tuple[Decimal | None, int] | None) -> s.RunningP
     return s.RunningPod(
         pod.pod_id, job.job_id, pod.node.name, s.Resources(pod.gpu, pod.cpu_m, pod.mem_mib),
         pod.kind or s.KIND_GUARANTEED,  # unknown kind: treat as never preemptible
-        started, job.quota.quota_id if job.quota_id else None, job.priority, tuple(pod.gpu_indices),
+        started, job.quota.name if job.quota_id else None, job.priority, tuple(pod.gpu_indices),
         job.last_checkpoint_at, pod.terminating, bid[0] if bid else None, protection,
     )
 
@@ -150,7 +152,7 @@ def _pending_job(job: Job, specs: dict[str, JobSpec], pods: list[Pod]) -> s.Pend
     bids = [js.bid_price for js in specs.values() if js.bid_price is not None]
     return s.PendingJob(
         job.job_id, job.requeued_at or job.submitted_at or job.created_at, requests,
-        job.quota.quota_id if job.quota_id else None,
+        job.quota.name if job.quota_id else None,
         str(job.workspace_id), job.oversold_type, job.priority, SOURCES.get(job.source, s.SOURCE_QUOTA),
         min(bids) if job.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
     )

@@ -79,7 +79,7 @@ def test_an_acceptable_job_borrows_idle_capacity_and_is_preempted_when_the_lende
     assert all(p.terminating and p.reason_code == "Preempted" for p in victims)
     assert [(m.task, m.payload["reason"]) for m in sent] == [("agent.stop_pod", "Preempted")] * 2
     event = JobEvent.objects.get(job=borrower, reason="Preempted")
-    assert event.message.startswith(f"Resource Preempted: Reclaimed by quota {CV} for job {lender.job_id}")
+    assert event.message.startswith(f"Resource Preempted: Reclaimed by quota cv-team for job {lender.job_id}")
     assert PodEvent.objects.filter(pod__in=victims, reason="Resource Preempted").count() == 2
     lender.refresh_from_db()
     assert lender.status == "Queuing" and "terminate" in lender.wait_reason

@@ -41,6 +41,8 @@ QUEUES = ("default", "scheduler", "agent.simulated")
 
 def configure(name: str) -> Path:
     """Point this process (and the services it starts) at a fresh database; set Django up."""
+    # `timeout` or ^C: leave through the `with Services` block, which stops the services.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     var = Path(tempfile.mkdtemp(prefix=f"opendlc-{name}-"))
     os.environ["OPENDLC_VAR_DIR"] = str(var)
     os.environ.setdefault("SECRET_KEY", "bench")

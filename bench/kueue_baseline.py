@@ -11,11 +11,11 @@ within-queue preemption of lower priority. Per queue, all classes starting toget
     large    50 jobs, request 20, runs 1000 ms, priority 200, one every 1200 ms
 
 Mapped onto OpenDLC:
-    cohort -> a root quota; queue -> a child quota owning one simulated node of 20 GPUs
-              ("1" of Kueue's quota = 1 GPU). One 20-GPU node per queue is the only shape in which
-              every job is one pod and a 20-GPU job fits; a job needs its GPUs on one node, which
-              Kueue's pure quota count does not ask (fragmentation is ours to pay).
-    job    -> one pod of 1, 5 or 20 GPUs, Acceptable (AcceptQuotaOverSold: own quota first, else
+    cohort -> a root quota; queue -> a child quota owning 20 simulated nodes of 1 GPU ("1" of
+              Kueue's quota = 1 GPU). A pod takes a whole node of its instance type (PAI's model),
+              so 1-GPU nodes are the shape in which every request fits the way Kueue counts it: a
+              pure quota count, no fragmentation.
+    job    -> a gang of 1, 5 or 20 one-GPU pods (all placed together or none), Acceptable (AcceptQuotaOverSold: own quota first, else
               borrows idle GPUs of its cohort), priority 1 / 2 / 3 (same order as 50 / 100 / 200),
               SIM_DURATION_S = the run time; the child quotas allow priority preemption. A preempted
               job is re-queued and runs again (fault tolerance on, preemption restarts unlimited),
@@ -68,13 +68,13 @@ class Cluster:
 
 def build(cohorts: int, queues: int) -> Cluster:
     team = harness.make_team("kueue")
-    spec = harness.make_spec("sim.20gpu", QUOTA_GPUS)
+    spec = harness.make_spec("sim.1gpu", 1)
     children = []
     for c in range(cohorts):
         root = harness.make_quota(team, f"cohort{c}")
         for q in range(queues):
             child = harness.make_quota(team, f"cohort{c}-q{q}", root, priority_preemption=True)
-            harness.make_nodes(child, spec, 1, f"kueue-c{c}q{q}")
+            harness.make_nodes(child, spec, QUOTA_GPUS, f"kueue-c{c}q{q}")
             children.append(child)
     return Cluster(team, spec, children)
 
@@ -107,7 +107,7 @@ def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, que
             time.sleep(delay)
         lag = max(lag, -delay)
         job = harness.submit(cluster.team, cluster.queues[q], cluster.spec, duration_s=cls.duration_s,
-                             priority=cls.priority, oversold=OversoldType.ACCEPT, name=cls.name,
+                             pods=cls.gpus, priority=cls.priority, oversold=OversoldType.ACCEPT, name=cls.name,
                              restart_on_preemption=True)
         jobs.append((job.pk, cls.name))
     submitted_s = time.monotonic() - t0

@@ -24,7 +24,7 @@ from functools import partial
 from django.conf import settings
 from django.db import transaction
 
-from jobs.models import Job, Pod, PodEvent
+from jobs.models import Job, JobSpec, Pod, PodEvent
 from jobs.states import PodStatus
 from quotas.models import Executor, Node
 
@@ -69,12 +69,31 @@ def checkpoint_dir(job_id: str) -> str:
 
 def start_messages(job: Job) -> list[Message]:
     """Start messages for every bound current pod of the job, with the gang's rank layout."""
-    order = {role: n for n, role in enumerate(job.specs.order_by("pk").values_list("role", flat=True))}
-    pods = sorted(Pod.objects.filter(job=job, current=True, node__isnull=False).select_related("node"),
-                  key=lambda p: (order.get(p.role, len(order)), p.index))
+    return start_messages_for([job])
+
+
+def start_messages_for(jobs: list[Job]) -> list[Message]:
+    """start_messages of many jobs, in three queries whatever their number."""
+    by_pk = {j.pk: j for j in jobs}
+    roles: dict[int, list[tuple[str, str]]] = {pk: [] for pk in by_pk}
+    for job_id, role, command in JobSpec.objects.filter(job_id__in=by_pk).order_by("pk").values_list(
+            "job_id", "role", "command"):
+        roles[job_id].append((role, command))
+    pods: dict[int, list[Pod]] = {pk: [] for pk in by_pk}
+    for pod in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).select_related("node"):
+        pods[pod.job_id].append(pod)
+    messages = []
+    for pk, job in by_pk.items():
+        messages += _gang_start(job, pods[pk], roles[pk])
+    return messages
+
+
+def _gang_start(job: Job, pods: list[Pod], roles: list[tuple[str, str]]) -> list[Message]:
+    order = {role: n for n, (role, _) in enumerate(roles)}
+    pods = sorted(pods, key=lambda p: (order.get(p.role, len(order)), p.index))
     if not pods:
         return []
-    commands = dict(job.specs.values_list("role", "command"))
+    commands = dict(roles)
     master = pods[0].node.hostname or "127.0.0.1"
     return [
         Message(START_POD, start_payload(job, pod, rank, len(pods), master, commands.get(pod.role) or ""),

@@ -1,0 +1,271 @@
+"""The real services for a benchmark: platform Celery workers and the simulated agent, as subprocesses.
+
+Standalone (`python bench/<name>.py`): `configure(name)` gives the run a database of its own before
+Django starts — with DATABASE_URL, a PostgreSQL database `<name in the URL>_<name>`, dropped and
+migrated afresh (the database the URL names is never touched); without it, a new SQLite file and
+filesystem broker under a temporary OPENDLC_VAR_DIR. Under pytest, `Services.for_test` shares the
+test's database and broker instead, as tests/agent/live.py does.
+
+The services (`Services.start`):
+    scheduler worker   queue 'scheduler'  (schedule cycles; one at a time anyway)
+    platform worker    queue 'default'    (pod reports, heartbeats), threads
+    simulated agent    queue 'agent.simulated'  (`manage.py agent --simulated`)
+No beat: every event requests its own cycle, which is the path being measured.
+
+Jobs go in through `jobs.services.create_job`, the function the API and the console call.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+QUEUES = ("default", "scheduler", "agent.simulated")
+
+
+# ---- a database of the run's own (standalone runs) ----------------------------------------------
+
+
+def configure(name: str) -> Path:
+    """Point this process (and the services it starts) at a fresh database; set Django up."""
+    # `timeout` or ^C: leave through the `with Services` block, which stops the services.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    var = Path(tempfile.mkdtemp(prefix=f"opendlc-{name}-"))
+    os.environ["OPENDLC_VAR_DIR"] = str(var)
+    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        os.environ["DATABASE_URL"] = _fresh_postgres(url, name)
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return var
+
+
+def _fresh_postgres(url: str, name: str) -> str:
+    import psycopg
+
+    parts = urlsplit(url)
+    db = f"{parts.path.lstrip('/') or 'opendlc'}_{name}"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{db}"')
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+# ---- the services --------------------------------------------------------------------------
+
+
+class Services:
+    def __init__(self, var: Path, env: dict[str, str]):
+        self.var = var
+        self.env = {**os.environ, **env, "OPENDLC_VAR_DIR": str(var), "PYTHONUNBUFFERED": "1",
+                    "SECRET_KEY": os.environ.get("SECRET_KEY", "bench")}
+        self.processes: dict[str, subprocess.Popen] = {}
+        _purge()
+
+    @classmethod
+    def standalone(cls, var: Path) -> Services:
+        return cls(var, {})
+
+    @classmethod
+    def for_test(cls, tmp_path: Path, settings) -> Services:
+        """Share the pytest database (its test name) and broker with the subprocesses."""
+        var = tmp_path / "var"
+        var.mkdir()
+        settings.VAR_DIR = var  # the schedule-request flag file, in embedded mode
+        env = {}
+        name = settings.DATABASES["default"]["NAME"]
+        if os.environ.get("DATABASE_URL"):
+            env["DATABASE_URL"] = urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}"))
+        else:
+            (var / "opendlc.sqlite3").symlink_to(Path(name).resolve())
+        if not settings.REDIS_URL:
+            (var / "broker").symlink_to(Path(settings.BROKER_DIR).resolve())
+        return cls(var, env)
+
+    def start(self, *, report_threads: int = 2, heartbeat_s: int = 5) -> None:
+        self.env["OPENDLC_HEARTBEAT_INTERVAL_S"] = str(heartbeat_s)
+        self._worker("scheduler", "scheduler", 1)
+        self._worker("platform", "default", report_threads)
+        self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated", "--concurrency", "2",
+                                 "--loglevel", "WARNING"])
+
+    def _worker(self, key: str, queue: str, threads: int) -> None:
+        self._spawn(key, [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queue, "-P", "threads",
+                          "-c", str(threads), "-n", f"bench-{key}@%h", "--without-gossip", "--without-mingle",
+                          "--without-heartbeat", "-l", "WARNING"])
+
+    def _spawn(self, key: str, args: list[str]) -> None:
+        with open(self.var / f"{key}.log", "ab") as log:
+            self.processes[key] = subprocess.Popen(args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
+                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def close(self) -> None:
+        for proc in self.processes.values():
+            _signal(proc, signal.SIGTERM)
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                _signal(proc, signal.SIGKILL)
+                proc.wait()
+        self.processes.clear()
+        from django.db import connections
+
+        connections.close_all()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def logs(self) -> str:
+        return "\n".join(f"==== {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in sorted(self.var.glob("*.log")))
+
+    def wait(self, condition, what: str, timeout: float, interval: float = 0.05):
+        """Poll `condition` until truthy; fail with the services' logs on timeout or a dead service."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = condition()
+            if value:
+                return value
+            for key, proc in self.processes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{key} exited with {proc.returncode} while waiting for {what}\n{self.logs()}")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
+            time.sleep(interval)
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _purge() -> None:
+    """Messages an earlier run left behind must not reach this run's services."""
+    from console.celery import app
+    from jobs import scheduling
+
+    with app.connection_for_write() as conn:
+        for queue in QUEUES:
+            try:
+                conn.default_channel.queue_purge(queue)
+            except Exception:  # a queue that never existed
+                pass
+    scheduling.clear_request()
+
+
+def cleanup(var: Path) -> None:
+    shutil.rmtree(var, ignore_errors=True)
+
+
+# ---- the cluster ---------------------------------------------------------------------------
+
+
+@dataclass
+class Team:
+    user: object
+    workspace: object
+    tenant: object
+
+
+def make_team(name: str = "bench") -> Team:
+    from django.contrib.auth import get_user_model
+
+    from quotas.models import Membership, Role, Tenant, Workspace
+
+    user = get_user_model().objects.create_user(f"{name}-user", password="x")
+    tenant = Tenant.objects.create(name=name)
+    workspace = Workspace.objects.create(tenant=tenant, name=f"{name}-ws")
+    Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER, is_default=True)
+    return Team(user, workspace, tenant)
+
+
+def make_spec(instance_type: str, gpus: int):
+    from quotas.models import ResourceSpec
+
+    return ResourceSpec.objects.create(instance_type=instance_type, cpu=max(1, gpus) * 8,
+                                       memory_mib=max(1, gpus) * 65536, gpu=gpus, gpu_type="sim",
+                                       on_demand_price_per_minute=Decimal("0"))
+
+
+def make_quota(team: Team, quota_id: str, parent=None, *, priority_preemption: bool = False):
+    from quotas.models import Quota
+
+    quota = Quota.objects.create(quota_id=quota_id, name=quota_id, tenant=team.tenant, parent=parent,
+                                 allow_priority_preemption=priority_preemption)
+    quota.workspaces.add(team.workspace)
+    return quota
+
+
+def make_nodes(quota, spec, count: int, prefix: str) -> list[str]:
+    from quotas.models import Executor, Node
+
+    names = [f"{prefix}-{i:04d}" for i in range(count)]
+    Node.objects.bulk_create(Node(name=n, spec=spec, quota=quota, executor=Executor.SIMULATED) for n in names)
+    return names
+
+
+def submit(team: Team, quota, spec, *, duration_s: float, pods: int = 1, priority: int = 1,
+           oversold: str | None = None, grace_s: int = 30, stop_s: float = 0.0, name: str = "bench",
+           restart_on_preemption: bool = False):
+    """One job through jobs.services.create_job (validation, rows, Queuing, a cycle request)."""
+    from jobs.services import JobRequest, RoleRequest, create_job
+
+    envs = {"SIM_DURATION_S": str(duration_s), "SIM_STOP_S": str(stop_s)}
+    return create_job(team.user, JobRequest(
+        display_name=name, user_command="simulated", quota_id=quota.quota_id, oversold_type=oversold,
+        priority=priority, envs=envs, termination_grace_s=grace_s,
+        # A preempted job is re-queued and runs again, as a preempted Kueue workload does.
+        ft_enabled=restart_on_preemption, ft_max_restarts=0 if restart_on_preemption else 3,
+        roles=[RoleRequest(pod_count=pods, instance_type=spec.instance_type, image="sim")],
+    ))
+
+
+def warm_up(services: Services, team: Team, quota, spec) -> None:
+    """One tiny job through every service: the workers and the agent are up and connected."""
+    from jobs.models import Job
+
+    job = submit(team, quota, spec, duration_s=0, name="warm-up")
+    services.wait(lambda: Job.objects.filter(pk=job.pk, status="Succeeded").exists(), "the warm-up job",
+                  timeout=120, interval=0.1)
+
+
+# ---- figures -------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+def table(rows: list[tuple], header: tuple) -> str:
+    cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""Benchmark: Kueue's baseline scheduler test, replayed end to end through the real system.
+
+Run by hand:  python bench/kueue_baseline.py [--scale 1] [--cohorts 5] [--queues 6]
+(with DATABASE_URL and REDIS_URL for PostgreSQL + Redis; see bench/harness.py for the database).
+
+The workload is kubernetes-sigs/kueue test/performance/scheduler/configs/baseline/generator.yaml:
+5 cohorts x 6 queues, each queue a nominal quota of 20, borrowing allowed, reclaim within the cohort,
+within-queue preemption of lower priority. Per queue, all classes starting together:
+    small   350 jobs, request 1,  runs 200 ms,  priority 50,  one every 100 ms
+    medium  100 jobs, request 5,  runs 500 ms,  priority 100, one every 500 ms
+    large    50 jobs, request 20, runs 1000 ms, priority 200, one every 1200 ms
+
+Mapped onto OpenDLC:
+    cohort -> a root quota; queue -> a child quota owning 20 simulated nodes of 1 GPU ("1" of
+              Kueue's quota = 1 GPU). A pod takes a whole node of its instance type (PAI's model),
+              so 1-GPU nodes are the shape in which every request fits the way Kueue counts it: a
+              pure quota count, no fragmentation.
+    job    -> a gang of 1, 5 or 20 one-GPU pods (all placed together or none), Acceptable (AcceptQuotaOverSold: own quota first, else
+              borrows idle GPUs of its cohort), priority 1 / 2 / 3 (same order as 50 / 100 / 200),
+              SIM_DURATION_S = the run time; the child quotas allow priority preemption. A preempted
+              job is re-queued and runs again (fault tolerance on, preemption restarts unlimited),
+              as a preempted Kueue workload is.
+    submit -> jobs.services.create_job, one call per job, at the generator's times (a submitter
+              that falls behind submits as fast as it can and reports its lag).
+
+Printed: wall time from the first submission to the last completion; the average time to admission
+per class (submission to the first binding of the job's pod, i.e. EnvPreparing); the average usage
+of the queues' nominal capacity over the wall time (GPU-seconds bound to pods, binding to the end the
+agent reported, over 20 GPUs x queues x wall); and the capacity bound (the work over the capacity).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import time
+from dataclasses import dataclass
+
+try:
+    from bench import harness
+except ImportError:  # run as a script: bench/ is not on the path yet
+    import harness
+
+KUEUE = {"wall_s": 351.0, "small_s": 215.5, "medium_s": 76.8, "large_s": 6.7, "usage_pct": 58.7}
+QUOTA_GPUS = 20
+
+
+@dataclass(frozen=True)
+class JobClass:
+    name: str
+    count: int
+    gpus: int
+    duration_s: float
+    priority: int
+    every_s: float
+
+
+CLASSES = (JobClass("small", 350, 1, 0.2, 1, 0.1), JobClass("medium", 100, 5, 0.5, 2, 0.5),
+           JobClass("large", 50, 20, 1.0, 3, 1.2))
+
+
+@dataclass
+class Cluster:
+    team: harness.Team
+    spec: object
+    queues: list  # child quotas
+
+
+def build(cohorts: int, queues: int) -> Cluster:
+    team = harness.make_team("kueue")
+    spec = harness.make_spec("sim.1gpu", 1)
+    children = []
+    for c in range(cohorts):
+        root = harness.make_quota(team, f"cohort{c}")
+        for q in range(queues):
+            child = harness.make_quota(team, f"cohort{c}-q{q}", root, priority_preemption=True)
+            harness.make_nodes(child, spec, QUOTA_GPUS, f"kueue-c{c}q{q}")
+            children.append(child)
+    return Cluster(team, spec, children)
+
+
+def schedule_of(queues: int, scale: float) -> list[tuple[float, int, JobClass]]:
+    """(offset s, queue index, class) for every job, in submission order."""
+    events = []
+    for q in range(queues):
+        for cls in CLASSES:
+            count = max(1, round(cls.count * scale))
+            events += [(i * cls.every_s, q, cls) for i in range(count)]
+    heapq.heapify(events := [(t, q, CLASSES.index(c), c) for t, q, c in events])
+    return [(t, q, c) for t, q, _, c in (heapq.heappop(events) for _ in range(len(events)))]
+
+
+def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, queues: int = 6,
+        timeout_s: float = 900) -> dict:
+    from jobs.models import OversoldType
+
+    cluster = build(cohorts, queues)
+    services.start()
+    harness.warm_up(services, cluster.team, cluster.queues[0], cluster.spec)
+    plan = schedule_of(len(cluster.queues), scale)
+    jobs: list[tuple[int, str]] = []  # (job pk, class name)
+    lag = 0.0
+    t0 = time.monotonic()
+    for offset, q, cls in plan:
+        delay = t0 + offset - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        lag = max(lag, -delay)
+        job = harness.submit(cluster.team, cluster.queues[q], cluster.spec, duration_s=cls.duration_s,
+                             pods=cls.gpus, priority=cls.priority, oversold=OversoldType.ACCEPT, name=cls.name,
+                             restart_on_preemption=True)
+        jobs.append((job.pk, cls.name))
+    submitted_s = time.monotonic() - t0
+    pks = [pk for pk, _ in jobs]
+    services.wait(lambda: _unfinished(pks) == 0, f"all {len(pks)} jobs to finish", timeout=timeout_s, interval=0.5)
+    return figures(jobs, len(cluster.queues), submitted_s, lag)
+
+
+def _unfinished(pks: list[int]) -> int:
+    from jobs.models import Job
+    from jobs.states import FINAL
+
+    return Job.objects.filter(pk__in=pks).exclude(status__in=FINAL).count()
+
+
+def figures(jobs: list[tuple[int, str]], queues: int, submitted_s: float, lag_s: float) -> dict:
+    from django.db.models import Min
+
+    from jobs.models import Job, Pod
+
+    pks = [pk for pk, _ in jobs]
+    rows = {pk: (sub, fin, status, restarts) for pk, sub, fin, status, restarts in Job.objects.filter(
+        pk__in=pks).values_list("pk", "submitted_at", "finished_at", "status", "preemption_restart_count")}
+    admitted = dict(Pod.objects.filter(job_id__in=pks).values("job_id").annotate(first=Min("bound_at"))
+                    .values_list("job_id", "first"))
+    start = min(r[0] for r in rows.values())
+    end = max(r[1] for r in rows.values())
+    wall = (end - start).total_seconds()
+    held = sum(gpu * (fin - bound).total_seconds() for gpu, bound, fin in Pod.objects.filter(
+        job_id__in=pks, bound_at__isnull=False, finished_at__isnull=False).values_list("gpu", "bound_at", "finished_at"))
+    work = sum(c.gpus * c.duration_s * sum(1 for _, name in jobs if name == c.name) for c in CLASSES)
+    capacity = QUOTA_GPUS * queues
+    result = {
+        "jobs": len(jobs), "succeeded": sum(1 for r in rows.values() if r[2] == "Succeeded"),
+        "preemptions": sum(r[3] for r in rows.values()),
+        "wall_s": wall, "bound_s": work / capacity, "usage_pct": 100 * held / (capacity * wall),
+        "submitted_s": submitted_s, "submit_lag_s": lag_s,
+    }
+    for cls in CLASSES:
+        waits = [(admitted[pk] - rows[pk][0]).total_seconds() for pk, name in jobs if name == cls.name]
+        result[f"{cls.name}_s"] = sum(waits) / len(waits) if waits else 0.0
+        result[f"{cls.name}_jobs"] = len(waits)
+    return result
+
+
+def report(r: dict) -> str:
+    rows = [
+        ("wall, first submission to last completion (s)", f"{r['wall_s']:.1f}", f"{KUEUE['wall_s']:.1f}", "< 90"),
+        *[(f"avg time to admission, {c.name} ({r[c.name + '_jobs']} jobs) (s)", f"{r[c.name + '_s']:.2f}",
+           f"{KUEUE[c.name + '_s']:.1f}", "") for c in CLASSES],
+        ("avg usage of nominal capacity (%)", f"{r['usage_pct']:.1f}", f"{KUEUE['usage_pct']:.1f}", "> 85"),
+        ("capacity bound, work / capacity (s)", f"{r['bound_s']:.1f}", "66", ""),
+    ]
+    lines = [harness.table(rows, ("figure", "OpenDLC", "Kueue", "target")),
+             f"jobs {r['jobs']}, succeeded {r['succeeded']}, preemption restarts {r['preemptions']}; "
+             f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of each class's job count")
+    parser.add_argument("--cohorts", type=int, default=5)
+    parser.add_argument("--queues", type=int, default=6, help="queues per cohort")
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    var = harness.configure("kueue")
+    with harness.Services.standalone(var) as services:
+        r = run(services, scale=args.scale, cohorts=args.cohorts, queues=args.queues, timeout_s=args.timeout)
+    print(report(r))
+    harness.cleanup(var)
+
+
+if __name__ == "__main__":
+    main()

@@ -33,13 +33,6 @@ JOB_SORT = {"GmtCreateTime": "created_at", "GmtFinishTime": "finished_at", "Disp
             "JobType": "job_type", "Status": "status"}
 
 
-def visible_jobs(user):
-    """services.visible_jobs's rule (jobs of the workspaces the user belongs to, any role), as a
-    subquery instead of a join + DISTINCT: ListJobs can then sort and count 10,000 jobs on the
-    (workspace, -created_at) index. tests/api/test_visibility.py holds the two to the same answer."""
-    return Job.objects.filter(workspace_id__in=Membership.objects.filter(user=user).values("workspace_id"))
-
-
 def _with_shape_data(jobs, *, detail: bool):
     pods = Pod.objects.select_related("node") if detail else Pod.objects.filter(current=True).select_related("node")
     jobs = jobs.select_related("workspace", "quota", "user").prefetch_related(
@@ -49,7 +42,7 @@ def _with_shape_data(jobs, *, detail: bool):
 
 
 def get_visible_job(user, job_id: str, *, detail: bool = False) -> Job:
-    job = _with_shape_data(visible_jobs(user), detail=detail).filter(job_id=job_id).first()
+    job = _with_shape_data(services.visible_jobs(user), detail=detail).filter(job_id=job_id).first()
     if job is None:
         raise not_found("Job", job_id)
     return job
@@ -95,7 +88,7 @@ class JobsView(SdkView):
 
 
 def _filtered_jobs(user, q):
-    jobs = visible_jobs(user)
+    jobs = services.visible_jobs(user)
     jobs = _time_window(jobs, q)
     exact = {"JobId": "job_id", "JobType": "job_type", "ResourceId": "quota__quota_id"}
     for name, field in exact.items():

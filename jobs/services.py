@@ -84,8 +84,11 @@ class JobRequest:
 
 
 def visible_jobs(user):
-    """Jobs of the workspaces the user is a member of (any role, viewers included)."""
-    return Job.objects.filter(workspace__memberships__user=user)  # one membership per workspace: no duplicates
+    """Jobs of the workspaces the user is a member of (any role, viewers included).
+
+    A subquery rather than a join: lists can then sort and count on the (workspace, -created_at)
+    index without DISTINCT (ListJobs over 10,000 jobs)."""
+    return Job.objects.filter(workspace_id__in=Membership.objects.filter(user=user).values("workspace_id"))
 
 
 def can_change(user, job: Job) -> bool:

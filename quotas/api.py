@@ -529,7 +529,7 @@ class QuotaWorkloadsView(SdkView):
         *PAGING, "WorkloadStatuses", "Status", "WorkloadIds", "WorkloadNames", "UserIds", "Priority",
         "UseOversoldResource", "WithHistoricalData"))
     def get(self, request, quota_id):
-        from jobs.api import visible_jobs  # the job visibility rule lives with the job API
+        from jobs.services import visible_jobs
 
         q = request.query_params
         quota = get_visible_quota(request.user, quota_id)

@@ -23,12 +23,6 @@ except ImportError:  # run as a script
     import harness
 
 
-def submit_quietly(team, quota, spec, count: int, duration_s: float = 0.5) -> list[int]:
-    """create_job `count` times without asking for cycles: nothing runs them here."""
-    with mock.patch("jobs.services.request_cycle"):
-        return [harness.submit(team, quota, spec, duration_s=duration_s, name="admit").pk for _ in range(count)]
-
-
 def timed_cycle(now=None) -> dict:
     from django.db import transaction
     from django.utils import timezone
@@ -82,7 +76,7 @@ def main() -> None:
     quota = harness.make_quota(team, "prof")
     harness.make_nodes(quota, spec, args.nodes, "prof")
     t = time.perf_counter()
-    submit_quietly(team, quota, spec, args.waiting)
+    harness.submit_quietly(team, quota, spec, args.waiting, duration_s=0.5, name="admit")
     print(f"submitted {args.waiting} jobs in {time.perf_counter() - t:.1f} s")
 
     profiler = cProfile.Profile()

@@ -244,6 +244,15 @@ def submit(team: Team, quota, spec, *, duration_s: float, pods: int = 1, priorit
     ))
 
 
+def submit_quietly(team: Team, quota, spec, count: int, **kwargs) -> list[int]:
+    """`count` jobs through create_job with no cycle requested for each: a bulk submission before the
+    services start (the caller requests the one cycle it wants). Returns their pks."""
+    from unittest import mock
+
+    with mock.patch("jobs.services.request_cycle"):
+        return [submit(team, quota, spec, **kwargs).pk for _ in range(count)]
+
+
 def warm_up(services: Services, team: Team, quota, spec) -> None:
     """One tiny job through every service: the workers and the agent are up and connected."""
     from jobs.models import Job

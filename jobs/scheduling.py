@@ -30,7 +30,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Avg, Max
+from django.db.models import Max
 from django.utils import timezone
 
 import scheduler as s
@@ -39,7 +39,7 @@ from jobs import dispatch
 from jobs.models import Job, JobEvent, JobSpec, Pod, Source, StatusTransition
 from jobs.states import WAITING, JobStatus, PodStatus, check_transition
 from quotas.models import Node, NodeStatus, Quota, ResourceSpec
-from spot.models import PriceHistory
+from spot.market_state import current_markets
 
 log = logging.getLogger(__name__)
 
@@ -159,17 +159,13 @@ def _pending_job(job: Job, specs: dict[str, JobSpec], pods: list[Pod]) -> s.Pend
 
 
 def _markets(now) -> tuple[s.MarketState, ...]:
-    markets = []
-    hour_ago = now - timedelta(hours=1)
-    for spec in ResourceSpec.objects.filter(price_history__isnull=False).distinct().order_by("instance_type"):
-        history = PriceHistory.objects.filter(spec=spec, at__lte=now)
-        latest = history.order_by("-at").values_list("price", flat=True).first()
-        if latest is None:
-            continue
-        avg = history.filter(at__gte=hour_ago).aggregate(a=Avg("price"))["a"]
-        avg = Decimal(str(avg)).quantize(Decimal("0.000001")) if avg is not None else latest
-        markets.append(s.MarketState(spec.instance_type, latest, avg, spec.resource_type))
-    return tuple(markets)
+    # spot.market_state owns the market: the price in force now and the last hour's average
+    # weighted by how long each price held (the Lingjun release rule), per public pool.
+    specs = dict(ResourceSpec.objects.values_list("instance_type", "resource_type"))
+    return tuple(
+        s.MarketState(instance_type, market.price, market.avg_last_hour, specs[instance_type])
+        for instance_type, market in sorted(current_markets(now).items())
+    )
 
 
 # ---- 4. apply -------------------------------------------------------------------------------

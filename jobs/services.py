@@ -312,6 +312,11 @@ class _RoleCheck:
             return
         if self.spec is None or req.resource_type not in ResourceType.values:
             return
+        if not self.spec.nodes.filter(quota=None).exists():
+            pools = ", ".join(ResourceSpec.objects.filter(resource_type=req.resource_type, nodes__quota=None)
+                              .distinct().values_list("instance_type", flat=True))
+            return self.error("instance_type", f"{self.spec.instance_type} has no preemptible resources (no public "
+                                               f"pool); preemptible {req.resource_type} types: {pools or 'none'}")
         spot_spec = {"SpotStrategy": role.spot_strategy, "SpotDiscountLimit": role.spot_discount_limit,
                      "SpotPriceLimit": role.spot_price_limit}
         for problem in validate_spot_bid(spot_spec, resource_type=req.resource_type,

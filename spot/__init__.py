@@ -8,7 +8,6 @@ What other apps call:
     spot.market_state.current_markets(now) -> {instance_type: Market(price, avg_last_hour, stock_status)}
     spot.market_state.spot_offers(now) -> [SpotOffer]            ListEcsSpecs, the spec picker
     spot.market_state.price_history(instance_type, start, end)   History Price, GetSpotPriceHistory
-    spot.validation.spot_job_errors(job_specs, resource_type=, user_vpc=) -> [{"field", "message"}]
     spot.bills.bill_jobs(days, now) -> [DailyBill];  spot.bills.job_cost(job)
     spot.ticker.market_tick(now) -> [PriceHistory]
     spot.backfill.backfill_history(days, now) -> rows written

@@ -160,3 +160,15 @@ def test_a_waiting_job_can_be_deleted_but_not_a_running_one(bob):
 def test_the_request_is_a_plain_dataclass_others_can_build(bob):
     request = replace(make_request(), display_name="from the api")
     assert create_job(bob, request).display_name == "from the api"
+
+
+def test_a_spot_role_needs_an_instance_type_with_a_public_pool(alice):
+    from quotas.models import Node
+
+    Node.objects.filter(spec__instance_type=V100, quota=None).delete()  # V100 nodes only in quotas now
+    request = make_request(source="spot", quota_id=None, oversold_type=None)
+    request.roles[0].spot_strategy, request.roles[0].spot_discount_limit = "SpotWithPriceLimit", Decimal("0.5")
+    with pytest.raises(ValidationFailed) as failed:
+        create_job(alice, request)
+    message = failed.value.errors["roles[0].instance_type"]
+    assert "no preemptible resources" in message and "ecs.gn7i-c8g1.2xlarge" in message

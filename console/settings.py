@@ -115,6 +115,7 @@ else:
     BROKER_DIR = VAR_DIR / "broker"
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT = "console.broker:Transport"  # atomic writes (see console/broker.py)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),

@@ -31,7 +31,7 @@ class Recorder:
         return "".join(c["text"] for c in chunks)
 
 
-def wait_for(condition, timeout: float = 10.0, interval: float = 0.05):
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.05):
     """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:

@@ -392,6 +392,12 @@ def log_tail(pod: Pod) -> str:
 # ---- 4. running again ----------------------------------------------------------------------------
 
 
+def awaiting_running(job_pks: list[int]) -> set[int]:
+    """Those of these jobs with a restart record still waiting for the job to run again."""
+    return set(RestartRecord.objects.filter(job_id__in=job_pks, running_again_at__isnull=True)
+               .values_list("job_id", flat=True))
+
+
 def job_running(job: Job, now: datetime) -> int:
     """The job runs again: its open restart records end now, each with an event. Returns how many."""
     records = list(RestartRecord.objects.filter(job=job, running_again_at__isnull=True))

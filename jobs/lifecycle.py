@@ -27,7 +27,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs import aimaster, dispatch
+from jobs import aimaster, bulk, dispatch
 from jobs.dispatch import EVICTING_REASONS, LIVE_STATUSES, live_pods
 from jobs.models import Job, Pod, PodEvent
 from jobs.scheduling import request_cycle
@@ -36,6 +36,7 @@ from jobs.states import FINAL, IllegalTransition, JobStatus, PodStatus, PodSubSt
 log = logging.getLogger(__name__)
 
 FINISHED = (PodStatus.SUCCEEDED, PodStatus.FAILED)
+RAN = (PodStatus.RUNNING, PodStatus.SUCCEEDED)  # a job runs once each current pod is (or was) running
 MAX_RUNNING_TIME = "MaxRunningTime"
 STOPPED_BY_USER = "StoppedByUser"
 
@@ -76,19 +77,19 @@ REJECTED = (KeyError, TypeError, ValueError, IllegalTransition)
 def apply_reports(reports: list[dict], now=None) -> int:
     """Apply a batch of pod reports in one transaction; returns how many changed a pod.
 
-    Each report gets the same checks as alone (the job row locked before its pods, each pod change
-    claimed with a conditional update). One transaction and three reads for the whole batch, not
-    per report: with one per report, reports were what held a large cluster's admissions back
-    (bench/cycle_profile.py). If any report is rejected the batch rolls back and is applied again
-    one report per transaction, so that one malformed report does not drop the rest. Database
-    errors are not caught: the task retries the batch, and reports already applied change nothing.
+    The common reports (a pod of a preparing or running job runs, or succeeds) are applied for the
+    whole batch in a few statements (`_Batch`); the rest one at a time with the same checks as
+    alone. If any report is rejected, or a pod changed under the batch, the batch rolls back and is
+    applied again one report per transaction, so that one malformed report does not drop the rest.
+    Database errors are not caught: the task retries the batch, and reports already applied change
+    nothing.
     """
     now = now or timezone.now()
     try:
         with transaction.atomic():
             return _apply_batch(reports, now)
-    except REJECTED:
-        log.info("a pod report was rejected; applying the batch one report at a time")
+    except (*REJECTED, _PodChanged):
+        log.info("a pod report was rejected or raced; applying the batch one report at a time")
     changed = 0
     for raw in reports:
         try:
@@ -99,29 +100,122 @@ def apply_reports(reports: list[dict], now=None) -> int:
     return changed
 
 
+class _PodChanged(Exception):
+    """A pod row changed between the batch's read and its write (e.g. the node-lost reaper)."""
+
+
 def _apply_batch(reports: list[dict], now) -> int:
     parsed = [Report.parse(raw, now) for raw in reports]
-    found = {pod_id: (pk, job_pk) for pod_id, pk, job_pk in
-             Pod.objects.filter(pod_id__in={r.pod_id for r in parsed}).values_list("pod_id", "pk", "job_id")}
+    found = dict(Pod.objects.filter(pod_id__in={r.pod_id for r in parsed}).values_list("pod_id", "job_id"))
     # Every job row of the batch is locked first, in pk order like every writer, and only then are
     # their pods read: the same order as one report at a time, so no deadlock with a cycle or a stop.
-    jobs = {j.pk: j for j in Job.objects.select_for_update().filter(
-        pk__in={job_pk for _, job_pk in found.values()}).order_by("pk")}
-    pods = {p.pk: p for p in Pod.objects.select_related("node").filter(pk__in={pk for pk, _ in found.values()})}
-    touched: set[int] = set()
-    changed = 0
+    jobs = {j.pk: j for j in Job.objects.select_for_update().filter(pk__in=set(found.values())).order_by("pk")}
+    by_job: dict[int, list[Report]] = {}
     for report in parsed:
-        if report.pod_id not in found:
+        if report.pod_id in found:
+            by_job.setdefault(found[report.pod_id], []).append(report)
+        else:
             log.warning("pod report for unknown pod %s", report.pod_id)
-            continue
-        pod_pk, job_pk = found[report.pod_id]
-        job, pod = jobs[job_pk], pods[pod_pk]
-        if job_pk in touched:  # an earlier report of the batch changed this job or its pods: reread
-            job.refresh_from_db()
-            pod = Pod.objects.select_related("node").get(pk=pod_pk)
-        touched.add(job_pk)
-        changed += _apply(job, pod, report)
+    pods: dict[int, list[Pod]] = {pk: [] for pk in by_job}
+    for pod in Pod.objects.select_related("node").filter(job_id__in=by_job):
+        pods[pod.job_id].append(pod)
+    batch, slow = _Batch(), []
+    for job_pk, job_reports in by_job.items():
+        if _Batch.takes(jobs[job_pk], pods[job_pk], job_reports):
+            batch.apply(jobs[job_pk], pods[job_pk], job_reports)
+        else:
+            slow.append(job_pk)
+    changed = batch.write()
+    for job_pk in slow:  # failures, stops, restarts: one report at a time, each reading fresh rows
+        job = jobs[job_pk]
+        for n, report in enumerate(by_job[job_pk]):
+            if n:
+                job.refresh_from_db()
+            pod = Pod.objects.select_related("node").get(pod_id=report.pod_id)
+            changed += _apply(job, pod, report)
     return changed
+
+
+class _Batch:
+    """Running and Succeeded reports of jobs that are preparing or running, applied in memory and
+    written in a few statements: the path of nearly every report. The outcome is the one the
+    reports give one at a time (`_pod_running`, `_pod_finished`; tests/jobs/test_report_batches.py).
+    """
+
+    def __init__(self):
+        self.pods: list[tuple[Pod, str]] = []  # (changed pod, its status as read)
+        self.events: list[PodEvent] = []
+        self.transitions: list[bulk.Transition] = []
+        self.freed = False
+        self.claimed = 0  # reports that changed a pod
+
+    @staticmethod
+    def takes(job: Job, pods: list[Pod], reports: list[Report]) -> bool:
+        reported = {r.pod_id for r in reports}
+        return (job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING)
+                and all(r.status in RAN for r in reports)
+                and all(p.current and not p.terminating for p in pods if p.pod_id in reported))
+
+    def apply(self, job: Job, pods: list[Pod], reports: list[Report]) -> None:
+        by_id = {p.pod_id: p for p in pods}
+        read = {p.pod_id: p.status for p in pods}
+        changed: dict[str, Pod] = {}
+        for report in reports:
+            pod = by_id[report.pod_id]
+            if report.status == PodStatus.RUNNING:
+                if pod.node_id is None or pod.status not in (PodStatus.PENDING, PodStatus.UNKNOWN):
+                    continue
+                pod.status, pod.started_at = PodStatus.RUNNING, pod.started_at or report.at
+                self.events.append(PodEvent(pod=pod, at=report.at, reason="Started",
+                                            message=f"Pod running on {pod.node}"))
+            else:
+                if pod.status not in LIVE_STATUSES:
+                    continue
+                pod.status, pod.sub_status, pod.exit_code = PodStatus.SUCCEEDED, PodSubStatus.NORMAL, report.exit_code
+                pod.started_at = pod.started_at or pod.bound_at or report.at
+                pod.finished_at, pod.reason_code, pod.reason_message = report.at, report.reason, report.message
+                self.events.append(PodEvent(pod=pod, at=report.at, reason=pod.reason_code or pod.status,
+                                            type=PodEvent.Type.NORMAL, message=_finished_message(pod, report)))
+                self.freed = True
+            changed[pod.pod_id] = pod
+            self.claimed += 1
+        self.pods += [(pod, read[pod.pod_id]) for pod in changed.values()]
+        if not changed:
+            return
+        current = [p.status for p in pods if p.current]
+        ran = [r.at for r in reports if r.status == PodStatus.RUNNING]
+        if job.status == JobStatus.ENV_PREPARING and all(s in RAN for s in current):
+            # every pod runs (some may have finished before the last Running report came)
+            self.transitions.append(bulk.transition(job, JobStatus.RUNNING, reason="JobRunning",
+                                                    message="All pods are running", at=max(ran or [reports[-1].at])))
+        if job.status == JobStatus.RUNNING and all(s == PodStatus.SUCCEEDED for s in current):
+            self.transitions.append(bulk.transition(
+                job, JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded",
+                at=max(r.at for r in reports if r.status == PodStatus.SUCCEEDED)))
+
+    def write(self) -> int:
+        rows = [(p.status, p.sub_status, p.exit_code, p.started_at, p.finished_at, p.reason_code, p.reason_message,
+                 p.pk, read) for p, read in self.pods]
+        # Each pod only if it is still as read: a writer that does not lock the job (the node-lost
+        # reaper) may have changed it meanwhile.
+        written = bulk.update_many(Pod, ("status", "sub_status", "exit_code", "started_at", "finished_at",
+                                         "reason_code", "reason_message"), ("id", "status"), rows,
+                                   extra_where='NOT "terminating"')
+        if written != len(rows):
+            raise _PodChanged(f"{len(rows) - written} of {len(rows)} pods changed under the batch")
+        PodEvent.objects.bulk_create(self.events)
+        moved = {t.job.pk: t.job for t in self.transitions}
+        now = timezone.now()
+        bulk.update_many(Job, ("status", "reason_code", "reason_message", "running_at", "finished_at", "modified_at"),
+                         ("id",), [(j.status, j.reason_code, j.reason_message, j.running_at, j.finished_at, now, j.pk)
+                                   for j in moved.values()])
+        bulk.record(self.transitions)
+        started = [t for t in self.transitions if t.status == JobStatus.RUNNING]
+        for pk in aimaster.awaiting_running([t.job.pk for t in started]):
+            aimaster.job_running(moved[pk], next(t.at for t in started if t.job.pk == pk))
+        if self.freed:
+            request_cycle()  # their capacity is free now
+        return self.claimed
 
 
 def apply_report(raw: dict, now=None) -> bool:
@@ -151,7 +245,7 @@ def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
     if not claimed:
         return False
     PodEvent.objects.create(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
-    if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, PodStatus.RUNNING):
+    if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, *RAN):
         job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
         aimaster.job_running(job, report.at)
     return True
@@ -198,7 +292,7 @@ def _job_after_pod_finished(job: Job, pod: Pod, report: Report) -> None:
         on_pod_failed(job, pod, report)
     elif _all_current(job, PodStatus.SUCCEEDED):
         if job.status == JobStatus.ENV_PREPARING:  # every pod finished before the last Running report
-            job.transition(JobStatus.RUNNING, now=report.at)
+            job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
             aimaster.job_running(job, report.at)
         job.transition(JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded", now=report.at)
 
@@ -224,8 +318,8 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
     job.transition(JobStatus.FAILED, reason=reason, message=message, now=report.at)
 
 
-def _all_current(job: Job, status: str) -> bool:
-    return not job.pods.filter(current=True).exclude(status=status).exists()
+def _all_current(job: Job, *statuses: str) -> bool:
+    return not job.pods.filter(current=True).exclude(status__in=statuses).exists()
 
 
 # ---- stopping ------------------------------------------------------------------------------

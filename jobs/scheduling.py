@@ -35,9 +35,9 @@ from django.utils import timezone
 
 import scheduler as s
 from scheduler.decisions import OUTBID, STOCK_SHORT
-from jobs import dispatch
-from jobs.models import Job, JobEvent, JobSpec, Pod, Source, StatusTransition
-from jobs.states import WAITING, JobStatus, PodStatus, check_transition
+from jobs import bulk, dispatch
+from jobs.models import Job, JobEvent, JobSpec, Pod, Source
+from jobs.states import WAITING, JobStatus, PodStatus
 from quotas.models import Node, NodeStatus, Quota, ResourceSpec
 from spot.market_state import current_markets
 
@@ -224,52 +224,22 @@ def _admit_all(admissions: tuple[s.Admission, ...], now) -> list[dispatch.Messag
                  .values_list("name", "pk"))
     binds = [(nodes[pl.node], list(pl.gpu_indices), a.kind, now, jobs[a.job_id].pk, pl.role, pl.index)
              for a in admitted for pl in a.placements]
-    bound = _update_many(Pod, ("node", "gpu_indices", "kind", "bound_at"), ("job", "role", "index"), binds,
-                         extra_where='"current" AND "node_id" IS NULL')
+    bound = bulk.update_many(Pod, ("node", "gpu_indices", "kind", "bound_at"), ("job", "role", "index"), binds,
+                              extra_where='"current" AND "node_id" IS NULL')
     if bound != len(binds):  # the snapshot and the rows disagree: roll the whole cycle back
         raise RuntimeError(f"{len(binds) - bound} admitted pods were not waiting to be bound")
+    transitions = []
     for a in admitted:
         job = jobs[a.job_id]
-        check_transition(job.status, JobStatus.ENV_PREPARING)
-        job.previous_status, job.status = job.status, JobStatus.ENV_PREPARING
-        job.reason_code, job.reason_message = "JobAdmitted", _admitted(a)
+        transitions.append(bulk.transition(job, JobStatus.ENV_PREPARING, reason="JobAdmitted", message=_admitted(a),
+                                           at=now))
         job.use_oversold_resource = a.use_oversold if job.source == Source.QUOTA else None
-    _update_many(Job, ("status", "reason_code", "reason_message", "use_oversold_resource", "wait_reason",
-                       "queue_position", "modified_at"), ("id",),
-                 [(j.status, j.reason_code, j.reason_message, j.use_oversold_resource, "", None, now, j.pk)
-                  for j in (jobs[a.job_id] for a in admitted)])
-    _record_transitions([jobs[a.job_id] for a in admitted], now)
+    bulk.update_many(Job, ("status", "reason_code", "reason_message", "use_oversold_resource", "wait_reason",
+                           "queue_position", "modified_at"), ("id",),
+                     [(j.status, j.reason_code, j.reason_message, j.use_oversold_resource, "", None, now, j.pk)
+                      for j in (jobs[a.job_id] for a in admitted)])
+    bulk.record(transitions)
     return dispatch.start_messages_for([jobs[a.job_id] for a in admitted])
-
-
-def _record_transitions(jobs: list[Job], now) -> None:
-    """The status history and event Job.transition writes, for many jobs in two inserts."""
-    StatusTransition.objects.bulk_create(
-        StatusTransition(job=j, previous=j.previous_status, status=j.status, reason=j.reason_code,
-                         message=j.reason_message, at=now) for j in jobs)
-    JobEvent.objects.bulk_create(
-        JobEvent(job=j, at=now, reason=j.reason_code, type=JobEvent.Type.NORMAL, message=j.reason_message)
-        for j in jobs)
-
-
-def _update_many(model, columns: tuple[str, ...], keys: tuple[str, ...], rows: list[tuple],
-                 extra_where: str = "") -> int:
-    """UPDATE model SET columns WHERE keys (and extra_where), once per row; returns rows changed.
-
-    One plain statement run many times: bulk_update's CASE over thousands of rows costs far more
-    to build than the statements cost to run. Values are prepared by the model's fields.
-    """
-    if not rows:
-        return 0
-    meta, q = model._meta, connection.ops.quote_name
-    fields = [meta.get_field(name) for name in columns + keys]
-    sql = (f"UPDATE {q(meta.db_table)} SET {', '.join(f'{q(f.column)} = %s' for f in fields[:len(columns)])} "
-           f"WHERE {' AND '.join(f'{q(f.column)} = %s' for f in fields[len(columns):])}"
-           + (f" AND {extra_where}" if extra_where else ""))
-    params = [[f.get_db_prep_save(v, connection) for f, v in zip(fields, row)] for row in rows]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
-        return cursor.rowcount
 
 
 def _admitted(a: s.Admission) -> str:

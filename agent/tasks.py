@@ -1,20 +1,34 @@
-"""The agent's Celery tasks: thin wrappers that hand the message to this process's executor.
+"""The agent's Celery tasks: thin wrappers that hand each pod of the message to this process's executor.
 
 Both return at once; the executor runs the pod in the background and reports through the outbox.
-Only an agent process imports this module (`manage.py agent`); the platform sends these by name.
+Only an agent process imports this module (`manage.py agent`); the platform sends these by name
+(the contract is in jobs/dispatch.py).
 """
+
+import logging
 
 from celery import shared_task
 
 from agent import runtime
 
-
-@shared_task(name="agent.start_pod", ignore_result=True)
-def start_pod(spec: dict) -> None:
-    runtime.current().executor.start(spec)
+log = logging.getLogger(__name__)
 
 
-@shared_task(name="agent.stop_pod", ignore_result=True)
-def stop_pod(request: dict) -> None:
-    runtime.current().executor.stop(request["pod_id"], request.get("reason") or "Stopped",
-                                    float(request.get("grace_s", 30)))
+@shared_task(name="agent.start_pods", ignore_result=True)
+def start_pods(specs: list[dict]) -> None:
+    executor = runtime.current().executor
+    for spec in specs:
+        try:
+            executor.start(spec)
+        except Exception:  # one bad pod must not keep the others of the batch from starting
+            log.exception("could not start pod %s", spec.get("pod_id"))
+
+
+@shared_task(name="agent.stop_pods", ignore_result=True)
+def stop_pods(requests: list[dict]) -> None:
+    executor = runtime.current().executor
+    for request in requests:
+        try:
+            executor.stop(request["pod_id"], request.get("reason") or "Stopped", float(request.get("grace_s", 30)))
+        except Exception:
+            log.exception("could not stop pod %s", request.get("pod_id"))

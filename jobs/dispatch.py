@@ -1,12 +1,14 @@
 """Messages from the platform to the node agents: the contract agent/ implements.
 
-platform -> agent (Celery tasks, one dict argument, routed by name):
-  "agent.start_pod" {pod_id, job_id, node, role, index, incarnation, command, env, grace_s,
-                     executor ('process'|'simulated'), max_running_time_s (int or None)}
-  "agent.stop_pod"  {pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
-                     'Restart'), grace_s}
+platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
+  "agent.start_pods" [{pod_id, job_id, node, role, index, incarnation, command, env, grace_s,
+                      executor ('process'|'simulated'), max_running_time_s (int or None)}, ...]
+  "agent.stop_pods"  [{pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
+                      'Restart'), grace_s}, ...]
 Queue: `agent.<node name>` for a 'process' node; `agent.simulated` for every simulated node (one
-simulated agent serves them all, KWOK-like).
+simulated agent serves them all, KWOK-like). One `Message` is one pod; `send` puts consecutive
+messages of one kind for one queue into one task (at most MAX_BATCH pods), in order, so a cycle
+that starts a thousand pods sends a few tasks, not a thousand.
 
 agent -> platform: "jobs.pod_reports" and "jobs.pod_progress" (see jobs/tasks.py).
 
@@ -16,6 +18,7 @@ Messages are built inside the transaction that decides them and sent only after 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import zlib
 from dataclasses import dataclass
@@ -30,8 +33,9 @@ from quotas.models import Executor, Node
 
 log = logging.getLogger(__name__)
 
-START_POD = "agent.start_pod"
-STOP_POD = "agent.stop_pod"
+START_POD = "agent.start_pods"
+STOP_POD = "agent.stop_pods"
+MAX_BATCH = 500
 SIMULATED_QUEUE = "agent.simulated"
 
 # Stop reasons of the contract.
@@ -159,11 +163,15 @@ def live_pods(job: Job):
 def send(messages: list[Message]) -> None:
     from console.celery import app
 
-    for m in messages:
-        try:
-            app.send_task(m.task, args=[m.payload], queue=m.queue)
-        except Exception:  # a broker outage must not lose the rest; the agent's reconcile repairs
-            log.exception("could not send %s for %s to %s", m.task, m.payload.get("pod_id"), m.queue)
+    for (task, queue), group in itertools.groupby(messages, key=lambda m: (m.task, m.queue)):
+        payloads = [m.payload for m in group]
+        for start in range(0, len(payloads), MAX_BATCH):
+            batch = payloads[start:start + MAX_BATCH]
+            try:
+                app.send_task(task, args=[batch], queue=queue)
+            except Exception:  # a broker outage must not lose the rest; the agent's reconcile repairs
+                log.exception("could not send %s for %d pods (%s, ...) to %s", task, len(batch), batch[0]["pod_id"],
+                              queue)
 
 
 def send_on_commit(messages: list[Message]) -> None:

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs import dispatch
 from jobs.models import Pod
 from jobs.states import PodStatus
 from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec
@@ -109,9 +110,8 @@ def _stop_unwanted(node: Node, running_pod_ids: list[str]) -> None:
 
 
 def _send_stop(node: Node, pod_id: str) -> None:
-    from console.celery import app
-
-    app.send_task("agent.stop_pod", args=[{"pod_id": pod_id, "reason": "Stopped", "grace_s": 0}], queue=node.queue)
+    dispatch.send([dispatch.Message(dispatch.STOP_POD, {"pod_id": pod_id, "reason": dispatch.STOPPED, "grace_s": 0},
+                                    node.queue)])
 
 
 def reap_lost_nodes(now: datetime | None = None) -> list[str]:

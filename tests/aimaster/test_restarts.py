@@ -55,7 +55,7 @@ def test_a_retryable_failure_stops_the_other_pods_for_a_restart(running, reports
     job = refreshed(job)
     assert (job.status, job.restart_count, job.preemption_restart_count) == ("Restarting", 1, 0)
     assert [(m.task, m.payload["pod_id"], m.payload["reason"]) for m in sent] == [
-        ("agent.stop_pod", second.pod_id, "Restart")]
+        ("agent.stop_pods", second.pod_id, "Restart")]
     record = job.restarts.get()
     assert (record.cause, record.counted) == ("Failure", True)
     assert "exit code 137 is retryable" in record.message
@@ -80,7 +80,7 @@ def test_synchronous_restarts_make_new_incarnations_for_all_pods_and_keep_the_ol
     sent.clear()
     cycle()
     assert refreshed(job).status == "EnvPreparing"
-    assert sorted(m.payload["pod_id"] for m in sent if m.task == "agent.start_pod") == [p.pod_id for p in new]
+    assert sorted(m.payload["pod_id"] for m in sent if m.task == "agent.start_pods") == [p.pod_id for p in new]
 
 
 def test_a_late_report_of_an_old_incarnation_changes_nothing(running, reports, cycle):
@@ -201,7 +201,7 @@ def test_asynchronous_restarts_only_the_failed_pod_on_its_node(running, reports,
     assert (new.incarnation, new.node_id, new.gpu_indices, new.kind) == (
         1, first.node_id, first.gpu_indices, first.kind)
     assert [(m.task, m.payload["pod_id"], m.payload["env"]["RANK"]) for m in sent] == [
-        ("agent.start_pod", new.pod_id, "0")]  # the other pod is neither stopped nor started again
+        ("agent.start_pods", new.pod_id, "0")]  # the other pod is neither stopped nor started again
     second.refresh_from_db()
     assert second.current and second.status == "Running" and not second.terminating
 

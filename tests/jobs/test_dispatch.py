@@ -1,6 +1,7 @@
 from django.conf import settings
 
 from jobs.dispatch import master_port
+from jobs.dispatch import send as real_send  # before the autouse fixture replaces it
 from jobs.services import RoleRequest, create_job
 from quotas.models import Executor, Node
 from tests.jobs.conftest import V100, make_request
@@ -43,3 +44,42 @@ def test_a_pod_without_gpus_sees_none_and_the_master_falls_back_to_localhost(ali
 def test_the_master_port_is_stable_and_in_range():
     assert master_port("dlcabc") == master_port("dlcabc")
     assert 20000 <= master_port("dlcabc") < 40000
+
+
+def test_send_puts_consecutive_messages_of_one_kind_for_one_queue_in_one_task_in_order(monkeypatch):
+    from console.celery import app
+    from jobs import dispatch
+
+    tasks = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, queue: tasks.append((name, queue, args[0])))
+    monkeypatch.setattr(dispatch, "MAX_BATCH", 3)
+    stop = [dispatch.Message(dispatch.STOP_POD, {"pod_id": f"s{i}"}, "agent.simulated") for i in range(2)]
+    start = [dispatch.Message(dispatch.START_POD, {"pod_id": f"a{i}"}, "agent.simulated") for i in range(4)]
+    other = [dispatch.Message(dispatch.START_POD, {"pod_id": "b0"}, "agent.gpu-a")]
+
+    real_send(stop + start + other + start[:1])
+
+    assert [(name, queue, [p["pod_id"] for p in batch]) for name, queue, batch in tasks] == [
+        ("agent.stop_pods", "agent.simulated", ["s0", "s1"]),
+        ("agent.start_pods", "agent.simulated", ["a0", "a1", "a2"]),
+        ("agent.start_pods", "agent.simulated", ["a3"]),
+        ("agent.start_pods", "agent.gpu-a", ["b0"]),
+        ("agent.start_pods", "agent.simulated", ["a0"]),
+    ]
+
+
+def test_a_broker_error_loses_only_that_task(monkeypatch, caplog):
+    from console.celery import app
+    from jobs import dispatch
+
+    tasks = []
+
+    def flaky(name, args, queue):
+        if queue == "agent.down":
+            raise ConnectionError("broker unreachable")
+        tasks.append(queue)
+
+    monkeypatch.setattr(app, "send_task", flaky)
+    real_send([dispatch.Message(dispatch.START_POD, {"pod_id": "a"}, "agent.down"),
+               dispatch.Message(dispatch.START_POD, {"pod_id": "b"}, "agent.up")])
+    assert tasks == ["agent.up"] and "could not send agent.start_pods for 1 pods (a, ...) to agent.down" in caplog.text

@@ -61,7 +61,7 @@ def test_a_failed_pod_fails_the_job_and_stops_the_others(admitted, reports, sent
     second.refresh_from_db()
     assert second.terminating and second.reason_code == "Stopped"
     assert [(m.task, m.payload) for m in sent] == [
-        ("agent.stop_pod", {"pod_id": second.pod_id, "reason": "Stopped", "grace_s": 30})]
+        ("agent.stop_pods", {"pod_id": second.pod_id, "reason": "Stopped", "grace_s": 30})]
     reports(report(second, "Failed", 143))
     second.refresh_from_db()
     assert second.status == "Failed" and second.sub_status == "Normal" and status(admitted) == "Failed"

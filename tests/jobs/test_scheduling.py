@@ -21,7 +21,7 @@ def test_a_cycle_admits_a_job_and_binds_its_pods_in_quota(bob, sent, cycle):
     assert job.status == "EnvPreparing" and job.idle_label == "In Quota"
     assert bound(job) == [("nlp-team-gn6v-c8g1-0", tuple(range(8)), "guaranteed"),
                           ("nlp-team-gn6v-c8g1-1", tuple(range(8)), "guaranteed")]
-    assert [(m.task, m.queue) for m in sent] == [("agent.start_pod", "agent.simulated")] * 2
+    assert [(m.task, m.queue) for m in sent] == [("agent.start_pods", "agent.simulated")] * 2
     assert job.events.filter(reason="JobAdmitted", message__contains="In Quota").exists()
 
 
@@ -77,7 +77,7 @@ def test_an_acceptable_job_borrows_idle_capacity_and_is_preempted_when_the_lende
     cycle()
     victims = list(borrower.pods.all())
     assert all(p.terminating and p.reason_code == "Preempted" for p in victims)
-    assert [(m.task, m.payload["reason"]) for m in sent] == [("agent.stop_pod", "Preempted")] * 2
+    assert [(m.task, m.payload["reason"]) for m in sent] == [("agent.stop_pods", "Preempted")] * 2
     event = JobEvent.objects.get(job=borrower, reason="Preempted")
     assert event.message.startswith(f"Resource Preempted: Reclaimed by quota cv-team for job {lender.job_id}")
     assert PodEvent.objects.filter(pod__in=victims, reason="Resource Preempted").count() == 2

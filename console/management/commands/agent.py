@@ -25,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--loglevel", default="INFO")
 
     def handle(self, *args, **options):
-        from agent import runtime, tasks  # noqa: F401  (registers agent.start_pod / agent.stop_pod)
+        from agent import runtime, tasks  # noqa: F401  (registers agent.start_pods / agent.stop_pods)
         from console.celery import app
 
         agent = build_agent(app, options)

@@ -90,6 +90,9 @@ class CapacityView:
         self.scopes: dict[tuple, Scope] = {}
         self.memo: dict[tuple, object] = {}  # facts keyed by what they depend on
         states = self.states
+        self.job_gpus: dict[str, int] = {}  # each running job's GPUs, a pod without GPUs counting one
+        for pod in pods:
+            self.job_gpus[pod.job_id] = self.job_gpus.get(pod.job_id, 0) + max(1, pod.resources.gpu)
         for pod in sorted(pods, key=lambda p: p.pod_id):
             state = states.get(pod.node)
             if state is not None:

@@ -356,7 +356,7 @@ class Cycle:
         if found is None:
             found = self.reclaim_candidates[key] = Candidates(
                 self.view, lambda p: self._may_preempt(p, job, quota),
-                lambda p: reclaim_order(p, quota.id, self.now))
+                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
         return found
 
     def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota) -> bool:

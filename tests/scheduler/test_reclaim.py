@@ -45,6 +45,14 @@ def test_victim_order(name, pods, expected):
     assert preempted(full) == expected
 
 
+def test_it_preempts_the_borrower_whose_whole_job_loses_the_least_gpu_time():
+    # A pod of a gang ends its whole job: "gang" would lose 2 pods x 2 GPUs x 5 min = 20 GPU-min,
+    # "solo" 2 GPUs x 8 min = 16, though solo started earlier.
+    pods = [borrower("gang-0").job("gang").started(5), make_pod("gang-1").job("gang").on("n2").idle().quota("q1")
+            .gpus(2).started(5), borrower("solo").job("solo").started(8), make_pod("g").on("n1").gpus(4)]
+    assert preempted(pods) == ("solo",)
+
+
 def test_it_preempts_the_fewest_pods_even_if_they_come_later_in_victim_order():
     pods = [borrower("small", gpus=1).priority(1), borrower("big", gpus=4).priority(5),
             make_pod("g").on("n1").gpus(3)]

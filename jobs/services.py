@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import aimaster, dispatch, lifecycle
+from jobs import aimaster, bulk, dispatch, lifecycle
 from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, RunType,
                          Source)
 from jobs.scheduling import request_cycle
@@ -110,15 +110,14 @@ def create_job(user, request: JobRequest, now=None) -> Job:
     resolved = _Validation(user, request).run()
     with transaction.atomic():
         job = _store_job(user, request, resolved, now)
-        target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
-        job.submitted_at = now
-        job.transition(target, reason="JobSubmitted", message=f"Job submitted; status {target}", now=now)
         request_cycle()  # runs on commit
     return job
 
 
 def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
-    job = Job.objects.create(
+    """The job row is inserted already Queuing (Bidding for spot), its Creating -> Queuing step
+    recorded alongside: one insert instead of an insert and an update."""
+    job = Job(
         job_id=new_job_id(), workspace=resolved["workspace"], user=user, created_at=now,
         display_name=req.display_name.strip(), job_type=req.job_type, user_command=req.user_command,
         envs=dict(req.envs), priority=req.priority, resource_type=req.resource_type, source=req.source,
@@ -127,8 +126,12 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
         termination_grace_s=req.termination_grace_s, ft_enabled=req.ft_enabled, ft_run_type=req.ft_run_type,
         ft_max_restarts=req.ft_max_restarts, ft_hang_detection=req.ft_hang_detection,
         ft_hang_interval_s=req.ft_hang_interval_s, ft_policy=req.ft_policy, ft_other_config=req.ft_other_config,
-        ft_max_preemption_restarts=req.ft_max_preemption_restarts,
+        ft_max_preemption_restarts=req.ft_max_preemption_restarts, submitted_at=now,
     )
+    target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
+    submitted = bulk.transition(job, target, reason="JobSubmitted", message=f"Job submitted; status {target}", at=now)
+    job.save(force_insert=True)
+    bulk.record([submitted])
     for role, spec in zip(req.roles, resolved["specs"]):
         _store_role(job, role, spec, now)
     return job

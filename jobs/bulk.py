@@ -13,22 +13,37 @@ from jobs.states import JobStatus, check_transition
 
 
 def update_many(model, columns: tuple[str, ...], keys: tuple[str, ...], rows: list[tuple],
-                extra_where: str = "") -> int:
-    """UPDATE model SET columns WHERE keys (and extra_where), once per row; returns rows changed.
+                extra_where: str = "", extra_params: tuple = ()) -> int:
+    """UPDATE model SET columns WHERE keys (and extra_where) for every row; returns rows changed.
 
-    One plain statement run many times: bulk_update's CASE over thousands of rows costs far more
-    to build than the statements cost to run. Values are prepared by the model's fields.
+    PostgreSQL: one statement for all rows, each column's values sent as one array and unnested
+    (`UPDATE ... FROM unnest(...)`): a cycle writing the reasons of 6,000 waiting jobs took 0.5 s
+    as 6,000 statements, even pipelined. SQLite, in process: one plain statement run per row.
+    Not bulk_update: building its CASE over thousands of rows costs more than the statements.
+    Values are prepared by the model's fields; keys must pick one row each.
     """
     if not rows:
         return 0
     meta, q = model._meta, connection.ops.quote_name
     fields = [meta.get_field(name) for name in columns + keys]
-    sql = (f"UPDATE {q(meta.db_table)} SET {', '.join(f'{q(f.column)} = %s' for f in fields[:len(columns)])} "
-           f"WHERE {' AND '.join(f'{q(f.column)} = %s' for f in fields[len(columns):])}"
-           + (f" AND {extra_where}" if extra_where else ""))
-    params = [[f.get_db_prep_save(v, connection) for f, v in zip(fields, row)] for row in rows]
+    sets, wheres = fields[:len(columns)], fields[len(columns):]
+    extra = f" AND {extra_where}" if extra_where else ""
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        if connection.vendor == "postgresql":
+            arrays = [[f.get_db_prep_save(row[i], connection) for row in rows] for i, f in enumerate(fields)]
+            names = [f"v{i}" for i in range(len(fields))]
+            sql = (f"UPDATE {q(meta.db_table)} AS t SET "
+                   + ", ".join(f"{q(f.column)} = v.{n}" for f, n in zip(sets, names))
+                   + " FROM unnest(" + ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
+                   + f") AS v({', '.join(names)}) WHERE "
+                   + " AND ".join(f"t.{q(f.column)} = v.{n}" for f, n in zip(wheres, names[len(sets):]))
+                   + extra)
+            cursor.execute(sql, [*arrays, *extra_params])
+        else:
+            sql = (f"UPDATE {q(meta.db_table)} SET {', '.join(f'{q(f.column)} = %s' for f in sets)} "
+                   f"WHERE {' AND '.join(f'{q(f.column)} = %s' for f in wheres)}{extra}")
+            cursor.executemany(sql, [[*(f.get_db_prep_save(v, connection) for f, v in zip(fields, row)),
+                                      *extra_params] for row in rows])
         return cursor.rowcount
 
 

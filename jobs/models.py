@@ -159,10 +159,15 @@ class JobSpec(models.Model):
     @property
     def bid_price(self) -> Decimal | None:
         """The most this role pays per node-minute, or None when it does not bid."""
-        if self.spot_price_limit is not None:
-            return self.spot_price_limit
-        if self.spot_discount_limit is not None:
-            return (self.spot_discount_limit * self.spec.on_demand_price_per_minute).quantize(Decimal("0.000001"))
+        return self.bid(self.spot_price_limit, self.spot_discount_limit, self.spec.on_demand_price_per_minute)
+
+    @staticmethod
+    def bid(price_limit: Decimal | None, discount_limit: Decimal | None, on_demand: Decimal) -> Decimal | None:
+        """bid_price from the columns (for readers that fetch values, not instances)."""
+        if price_limit is not None:
+            return price_limit
+        if discount_limit is not None:
+            return (discount_limit * on_demand).quantize(Decimal("0.000001"))
         return None
 
 

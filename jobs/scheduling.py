@@ -102,59 +102,70 @@ def _quotas() -> tuple[s.Quota, ...]:
     )
 
 
+# The snapshot reads values, not model instances: building tens of thousands of instances was
+# most of a large cycle's snapshot time (bench/cycle_profile.py).
+
+
 def _running_pods() -> tuple[s.RunningPod, ...]:
-    pods = list(Pod.objects.filter(node__isnull=False, status__in=dispatch.LIVE_STATUSES)
-                .select_related("node", "job", "job__quota").order_by("pk"))
-    bids = _role_bids({p.job_id for p in pods if p.kind == s.KIND_SPOT})
-    return tuple(_running_pod(p, bids.get((p.job_id, p.role))) for p in pods)
+    rows = list(Pod.objects.filter(node__isnull=False, status__in=dispatch.LIVE_STATUSES).order_by("pk").values_list(
+        "pod_id", "job__job_id", "node__name", "gpu", "cpu_m", "mem_mib", "kind", "started_at", "bound_at",
+        "created_at", "job__quota__name", "job__priority", "gpu_indices", "job__last_checkpoint_at", "terminating",
+        "job_id", "role"))
+    bids = _role_bids({r[15] for r in rows if r[6] == s.KIND_SPOT})
+    return tuple(_running_pod(r, bids.get((r[15], r[16]))) for r in rows)
 
 
-def _running_pod(pod: Pod, bid: tuple[Decimal | None, int] | None) -> s.RunningPod:
-    job = pod.job
-    started = pod.started_at or pod.bound_at or pod.created_at
+def _running_pod(row: tuple, bid: tuple[Decimal | None, int] | None) -> s.RunningPod:
+    (pod_id, job_id, node, gpu, cpu_m, mem_mib, kind, started_at, bound_at, created_at, quota, priority,
+     gpu_indices, checkpoint_at, terminating, _, _) = row
+    started = started_at or bound_at or created_at
     protection = started + timedelta(hours=bid[1]) if bid else None
     return s.RunningPod(
-        pod.pod_id, job.job_id, pod.node.name, s.Resources(pod.gpu, pod.cpu_m, pod.mem_mib),
-        pod.kind or s.KIND_GUARANTEED,  # unknown kind: treat as never preemptible
-        started, job.quota.name if job.quota_id else None, job.priority, tuple(pod.gpu_indices),
-        job.last_checkpoint_at, pod.terminating, bid[0] if bid else None, protection,
+        pod_id, job_id, node, s.Resources(gpu, cpu_m, mem_mib),
+        kind or s.KIND_GUARANTEED,  # unknown kind: treat as never preemptible
+        started, quota, priority, tuple(gpu_indices), checkpoint_at, terminating,
+        bid[0] if bid else None, protection,
     )
 
 
 def _role_bids(job_pks) -> dict[tuple[int, str], tuple[Decimal | None, int]]:
     """(job pk, role) -> (bid per node-minute, protection hours) for spot roles."""
-    specs = JobSpec.objects.filter(job_id__in=job_pks).select_related("spec") if job_pks else []
-    return {(js.job_id, js.role): (js.bid_price, js.spot_duration_hours) for js in specs}
+    rows = JobSpec.objects.filter(job_id__in=job_pks).values_list(
+        "job_id", "role", "spot_price_limit", "spot_discount_limit", "spec__on_demand_price_per_minute",
+        "spot_duration_hours") if job_pks else []
+    return {(job, role): (JobSpec.bid(limit, discount, on_demand), hours)
+            for job, role, limit, discount, on_demand, hours in rows}
 
 
 def _pending_jobs() -> tuple[s.PendingJob, ...]:
     # A job AIMaster re-queued takes its place by the time of its latest restart, not its submit
     # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
     # that reclaimed its node, would take the freed node straight back and be preempted again.
-    jobs = list(Job.objects.filter(status__in=WAITING).select_related("quota")
-                .annotate(requeued_at=Max("restarts__at")).order_by("pk"))
-    specs: dict[int, dict[str, JobSpec]] = defaultdict(dict)
-    for js in JobSpec.objects.filter(job__status__in=WAITING).select_related("spec"):
-        specs[js.job_id][js.role] = js
-    pods: dict[int, list[Pod]] = defaultdict(list)
-    for pod in Pod.objects.filter(job__status__in=WAITING, current=True, node__isnull=True,
-                                  status=PodStatus.PENDING).order_by("role", "index"):
-        pods[pod.job_id].append(pod)
-    return tuple(_pending_job(j, specs[j.pk], pods[j.pk]) for j in jobs if pods[j.pk])
+    jobs = Job.objects.filter(status__in=WAITING).annotate(requeued_at=Max("restarts__at")).order_by("pk").values_list(
+        "pk", "job_id", "requeued_at", "submitted_at", "created_at", "quota__name", "workspace_id", "oversold_type",
+        "priority", "source")
+    specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
+    for job, role, itype, limit, discount, on_demand in JobSpec.objects.filter(job__status__in=WAITING).values_list(
+            "job_id", "role", "spec__instance_type", "spot_price_limit", "spot_discount_limit",
+            "spec__on_demand_price_per_minute"):
+        specs[job][role] = (itype, JobSpec.bid(limit, discount, on_demand))
+    pods: dict[int, list[s.PodRequest]] = defaultdict(list)
+    for job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
+            job__status__in=WAITING, current=True, node__isnull=True, status=PodStatus.PENDING,
+    ).order_by("role", "index").values_list("job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
+        itype = specs[job][role][0] if role in specs[job] else None
+        pods[job].append(s.PodRequest(role, index, s.Resources(gpu, cpu_m, mem_mib), itype))
+    return tuple(_pending_job(j, specs[j[0]], pods[j[0]]) for j in jobs if pods[j[0]])
 
 
-def _pending_job(job: Job, specs: dict[str, JobSpec], pods: list[Pod]) -> s.PendingJob:
-    requests = tuple(
-        s.PodRequest(p.role, p.index, s.Resources(p.gpu, p.cpu_m, p.mem_mib),
-                     specs[p.role].spec.instance_type if p.role in specs else None)
-        for p in pods
-    )
-    bids = [js.bid_price for js in specs.values() if js.bid_price is not None]
+def _pending_job(row: tuple, specs: dict[str, tuple[str, Decimal | None]], pods: list[s.PodRequest]
+                 ) -> s.PendingJob:
+    _, job_id, requeued_at, submitted_at, created_at, quota, workspace, oversold, priority, source = row
+    bids = [bid for _, bid in specs.values() if bid is not None]
     return s.PendingJob(
-        job.job_id, job.requeued_at or job.submitted_at or job.created_at, requests,
-        job.quota.name if job.quota_id else None,
-        str(job.workspace_id), job.oversold_type, job.priority, SOURCES.get(job.source, s.SOURCE_QUOTA),
-        min(bids) if job.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
+        job_id, requeued_at or submitted_at or created_at, tuple(pods), quota, str(workspace), oversold, priority,
+        SOURCES.get(source, s.SOURCE_QUOTA),
+        min(bids) if source == Source.SPOT and bids else None,  # the gang pays its lowest bid
     )
 
 
@@ -254,17 +265,11 @@ def _store_waiting(waiting: tuple[s.WaitReason, ...]) -> None:
               Job.objects.filter(status__in=WAITING).values_list("pk", "job_id", "wait_reason", "queue_position")}
     changed = [(w.message, w.position, stored[w.job_id][0])
                for w in waiting if w.job_id in stored and stored[w.job_id][1:] != (w.message, w.position)]
-    if not changed:
-        return
     # Only these two columns, only where they changed, and only while the job still waits (the
-    # status test stays on each UPDATE): a job stopped meanwhile keeps no stale reason. One plain
-    # statement run many times, not bulk_update: building bulk_update's CASE over thousands of
-    # rows cost more than the rest of the cycle (0.26 s of a 0.43 s cycle with 300 waiting jobs).
+    # status test is part of the update): a job stopped meanwhile keeps no stale reason.
     statuses = tuple(str(w) for w in WAITING)
-    sql = (f"UPDATE {Job._meta.db_table} SET wait_reason = %s, queue_position = %s "
-           f"WHERE id = %s AND status IN ({', '.join(['%s'] * len(statuses))})")
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, [(*row, *statuses) for row in changed])
+    bulk.update_many(Job, ("wait_reason", "queue_position"), ("id",), changed,
+                     extra_where=f"status IN ({', '.join(['%s'] * len(statuses))})", extra_params=statuses)
 
 
 # ---- requesting cycles ------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(
     assert (r["jobs"], r["succeeded"]) == (2 * (7 + 2 + 1), 2 * (7 + 2 + 1))
     assert (r["small_jobs"], r["medium_jobs"], r["large_jobs"]) == (14, 4, 2)
     assert r["wall_s"] >= r["bound_s"] > 0  # no run beats the work over the capacity
-    assert 0 < r["usage_pct"] <= 100
+    assert 0 < r["work_pct"] <= r["usage_pct"] <= 100  # capacity held covers at least the run time
     assert all(r[f"{c}_s"] >= 0 for c in ("small", "medium", "large"))
     assert "avg usage of nominal capacity" in kueue_baseline.report(r)
 

@@ -118,6 +118,27 @@ class Services:
             self.processes[key] = subprocess.Popen(args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
                                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) each service has used so far, threads included (Linux /proc)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        used = {}
+        for key, proc in self.processes.items():
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone, or not Linux
+                continue
+            used[key] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        return used
+
+    def cpu_report(self, since: float, children_s: float = 0.0) -> str:
+        """One line: CPU seconds per service, the submitters (`children_s`) and the whole machine
+        (every process, PostgreSQL and Redis included) since `since` (a machine_cpu_seconds())."""
+        parts = [f"{k} {v:.0f}" for k, v in self.cpu_seconds().items()]
+        if children_s:
+            parts.append(f"submitters {children_s:.0f}")
+        return (f"CPU seconds: {', '.join(parts)}; whole machine {machine_cpu_seconds() - since:.0f} "
+                f"on {os.cpu_count()} cores")
+
     def close(self) -> None:
         for proc in self.processes.values():
             _signal(proc, signal.SIGTERM)
@@ -154,6 +175,15 @@ class Services:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
             time.sleep(interval)
+
+
+def machine_cpu_seconds() -> float:
+    """Busy CPU time of the whole machine so far (Linux /proc/stat: all but idle and iowait)."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0.0
+    return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:

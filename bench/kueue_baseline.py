@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import multiprocessing
+import resource
 import time
 from dataclasses import dataclass
 
@@ -97,6 +98,7 @@ def schedule_of(queues: int, scale: float) -> list[tuple[float, int, JobClass]]:
 def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, queues: int = 6,
         timeout_s: float = 900, submitters: int = 3) -> dict:
     cluster = build(cohorts, queues)
+    cpu0 = harness.machine_cpu_seconds()  # from the services' start, as their own CPU times
     services.start()
     harness.warm_up(services, cluster.team, cluster.queues[0], cluster.spec)
     plan = schedule_of(len(cluster.queues), scale)
@@ -114,7 +116,9 @@ def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, que
     jobs = [job for part, _ in done for job in part]
     pks = [pk for pk, _ in jobs]
     services.wait(lambda: _unfinished(pks) == 0, f"all {len(pks)} jobs to finish", timeout=timeout_s, interval=0.5)
-    return figures(jobs, len(cluster.queues), submitted_s, max(lag for _, lag in done))
+    cpu = services.cpu_report(cpu0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+                              + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
+    return {**figures(jobs, len(cluster.queues), submitted_s, max(lag for _, lag in done)), "cpu": cpu}
 
 
 def _submit_part(plan: list[tuple[float, int, JobClass]], cluster: Cluster, t0: float
@@ -189,7 +193,8 @@ def report(r: dict) -> str:
     ]
     lines = [harness.table(rows, ("figure", "OpenDLC", "Kueue", "target")),
              f"jobs {r['jobs']}, succeeded {r['succeeded']}, preemption restarts {r['preemptions']}; "
-             f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)"]
+             f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)",
+             r.get("cpu", "")]
     return "\n".join(lines)
 
 

@@ -158,7 +158,13 @@ class Checkpointer:
                 target, args = self._write, (step, fmt, frozen)
             # Not a daemon: interpreter exit waits for the write instead of tearing it.
             self._writer = threading.Thread(target=target, args=args, name=f"easyckpt-step-{step}")
-            self._writer.start()
+            try:
+                self._writer.start()
+            except BaseException:  # e.g. no thread left: nothing may wait for this snapshot
+                self._writer = None
+                if self._pending is not None:
+                    self._pending.finish()
+                raise
 
     def wait_snapshot(self) -> None:
         """Block until the tensors of the last save() are copied; they may then change in place.

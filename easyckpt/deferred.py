@@ -135,22 +135,25 @@ class PendingSnapshot:
         """Copy every tensor the training thread has not taken over; raise TornSnapshot if one
         changed before its copy. `before_each` runs before each copy (a test hook)."""
         try:
-            for i in range(len(self._copies)):
-                if self.torn:
-                    break
-                claimed = self._claim(i)
-                if claimed is not None:
+            try:
+                for i in range(len(self._copies)):
+                    if self.torn:
+                        break
                     if before_each:
                         before_each()
-                    self._copy(i, claimed, seal=False)
-            for event in self._events:
-                event.synchronize()
-            self._issued_done()
-            with self._cond:  # copies the training thread took over
-                self._cond.wait_for(lambda: self.torn or PENDING not in self._status
-                                    and BUSY not in self._status)
+                    claimed = self._claim(i)
+                    if claimed is not None:
+                        self._copy(i, claimed, seal=False)
+            finally:
+                # Even after a failure: the side stream must be done reading the sources before
+                # finish() lets go of them, and the training thread before we report.
+                for event in self._events:
+                    event.synchronize()
+                self._issued_done()
+                with self._cond:
+                    self._cond.wait_for(lambda: BUSY not in self._status)
         finally:
-            with self._cond:
+            with self._cond:  # whatever happened, nobody waits for this copy any more
                 self._copied = True
                 self._cond.notify_all()
         if self.torn:
@@ -191,8 +194,9 @@ class PendingSnapshot:
         with self._guard():
             for sub in module.modules():
                 self._swept.add(id(sub))
-                for buf in sub.buffers(recurse=False):
-                    self._seal_tensor(buf)
+                for buf in sub._buffers.values():  # not buffers(): once per module, cheaply
+                    if buf is not None:
+                        self._seal_tensor(buf)
 
     def _seal_tensor(self, tensor) -> None:
         for i in self._by_ptr.get(tensor.data_ptr(), ()):

@@ -207,6 +207,27 @@ def test_an_optimizer_over_views_of_a_flat_buffer_waits_for_their_copy(tmp_path)
     assert torch.equal(flat, torch.full((20,), 0.5))
 
 
+def test_a_writer_thread_that_cannot_start_leaves_no_snapshot_holding_steps_back(
+    tmp_path, monkeypatch
+):
+    ckpt = Checkpointer(tmp_path)
+    (weight,), opt = sgd_on(torch.ones(10))
+
+    def no_thread_left(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread_left)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        ckpt.save(1, {"w": weight})
+    monkeypatch.undo()
+    stepper = threading.Thread(target=opt.step)
+    stepper.start()
+    stepper.join(10)
+    assert not stepper.is_alive(), "the step waits for a copy that will never run"
+    ckpt.wait()
+    assert ckpt.steps() == []
+
+
 # The writer sends SIGTERM once the main thread is held back in the optimizer's pre-step hook: the
 # handler must wait for the snapshot, flush a final checkpoint and exit, without deadlocking.
 SIGTERM_WHILE_A_STEP_WAITS = r"""

@@ -8,8 +8,15 @@
 
 This is the CheckFreq / Gemini split of a checkpoint: the snapshot overlaps the next step's
 forward and backward passes, which read the weights but do not write them; only the first in-place
-change has to wait for the copy. A copy of 1 GiB costs about as much as the step itself on a
-memory-bound CPU, so taking it inside save() (the "copy" mode) cannot stall training for less.
+change has to wait for the copy. Copying is bound by memory bandwidth (about 120 ms per GiB on our
+microVM, a sixth of a torch.save), so taking it inside save(), as the "copy" mode does, cannot
+bring the stall under a few percent of torch.save.
+
+Costs: the copy still takes memory bandwidth and a core, so a CPU-bound step slows down while it
+runs; the first save of a Checkpointer allocates the buffer pool, and its copy also faults in the
+pool's pages (seconds per GiB on a busy machine), which that one time the optimizer step waits
+for; while a write is pending, every module call goes through torch's hook path (and a
+`torch.compile(module)` warns once about global module hooks).
 
 Consistency: a tensor must not change in place between save() and the moment it is copied. While a
 snapshot is pending, two global hooks hold that line for the usual training loop:
@@ -34,10 +41,11 @@ through numpy or DLPack aliases, BatchNorm's running statistics outside a module
 detected; and an unsynchronized op that is still running when the payload has been written
 (about the duration of a torch.save) is missed.
 
-Deadlock rules: the training thread waits on the writer (in the hooks, and in the SIGTERM flush),
-so the writer never waits on the training thread; and every training-thread section that holds
-this module's locks runs inside the Checkpointer's `guard`, which defers a SIGTERM handler (it
-joins the writer) to the end of the section.
+Deadlock rules: the training thread waits on the writer (in the hooks, and in the SIGTERM flush);
+the writer waits on the training thread only for a copy that thread has under way, during which it
+holds no lock. Every training-thread section that holds a snapshot's lock runs inside the
+Checkpointer's `guard`, which defers a SIGTERM handler (it joins the writer) to the end of the
+section; `_hooks_lock` is never taken by a writer.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ already exists runs at memory bandwidth (~35 ms per GiB on this 2-core machine, 
 intra-op threads). The price is one resident CPU copy of the tensors between saves; pass
 `reuse_buffers=False` to allocate per save instead.
 
-The pool is overwritten by the next `take`: the caller must not take a new snapshot while the
-previous one is still being written (Checkpointer guarantees this).
+The pool is overwritten by the next `take` or `defer`: the caller must not take a new snapshot
+while the previous one is still being written (Checkpointer guarantees this).
 
 Limits: tensors inside other objects (not dict/list/tuple) are deep-copied by torch itself (on
 their own device); two views of one storage become two independent tensors.

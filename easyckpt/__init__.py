@@ -6,7 +6,8 @@
     step, state = ckpt.load_latest() or (0, {"weights": [0.0]})
     ckpt.install_sigterm_handler(lambda: (step, state))
     ...
-    ckpt.save(step, state)                        # fast snapshot, durable write in background
+    ckpt.save(step, state)                        # returns at once; copy and write in background
+    ckpt.wait_snapshot()                          # before in-place changes outside torch.optim
     easyckpt.report_progress(step)                # liveness for the platform's hang detection
     ckpt.close()
 

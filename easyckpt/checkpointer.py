@@ -8,8 +8,13 @@
     for step in range(start + 1, total + 1):
         state = train_one_step(state)
         if step % 100 == 0:
-            ckpt.save(step, state)           # returns after the in-memory snapshot
+            ckpt.save(step, state)           # returns at once: tensors are copied meanwhile
     ckpt.close()                             # waits for the last write
+
+Rule of the default "deferred" mode: do not change the state's tensors in place between save() and
+the end of their copy. torch.optim steps and module forward passes wait for it by themselves; any
+other in-place change (a hand-written update, `t.mul_()` in a loop) calls `ckpt.wait_snapshot()`
+first. A change that slips through costs that checkpoint, never its integrity (see below).
 
 One write at a time. A `save` issued while the previous write is still running WAITS for it, then
 snapshots. We do not coalesce (drop the older pending save for the newer one) because: every save
@@ -17,20 +22,36 @@ the user asked for becomes durable, in order; only one snapshot's worth of memor
 (coalescing needs a second buffer set, i.e. another copy of the model); and a save interval shorter
 than the disk's write time shows up as a visible stall instead of silently lost checkpoints.
 
-Snapshot modes (`snapshot=`): "copy" copies the state into reusable CPU buffers (`Snapshotter`)
-and writes from a thread; "fork" forks a child that writes the copy-on-write image of the process
-(`forked`; trade-offs there: the stall is a page-table copy proportional to RSS, and the parent
-pays a page-fault copy for every page it rewrites while the child still runs). "copy" is the
-default (see the measurement below); "auto" forks when the state holds tensors, all on the CPU, CUDA is not initialized and os.fork exists,
-and copies otherwise: a CUDA context cannot be used in a forked child, so GPU state must be copied
-off the device by the parent anyway, and a plain-Python state deep-copies faster than a process
-forks. "fork" also forks plain-Python states, but still copies when CUDA is in play. Either way
-the write is the same atomic protocol; in fork mode the parent records the progress file and
-prunes once the child has exited, so the child takes no lock a parent thread could hold.
+Snapshot modes (`snapshot=`):
+
+- "deferred" (default): save() deep-copies the plain objects, records which tensors to copy (and
+  their version counters) and returns; the writer thread copies the tensors into reusable CPU
+  buffers (`Snapshotter`) while the next step's forward and backward passes run, then writes.
+  Global hooks hold torch.optim steps back until the copy is done, and copy a module's buffers
+  before its forward pass changes them (BatchNorm statistics). A tensor changed in place anyway
+  is caught by its version counter: that checkpoint is not written, a RuntimeWarning names the
+  tensor and the next save/wait/close raises CheckpointWriteError (rules and limits: `deferred`).
+  CUDA tensors are copied into pinned buffers on a side stream; the hooks wait for its event. A
+  state without tensors is deep-copied in save(), as in "copy".
+- "copy" copies the tensors into the same buffers inside save(), then writes from a thread: no
+  rule on in-place changes, but save() blocks for a full copy, which is bound by memory bandwidth
+  (about a sixth of a synchronous torch.save of 1 GiB on our microVM).
+- "fork" forks a child that writes the copy-on-write image of the process (`forked`; trade-offs
+  there: the stall is a page-table copy proportional to RSS, and the parent pays a page-fault copy
+  for every page it rewrites while the child still runs). It also forks plain-Python states, but
+  copies when CUDA is in play.
+- "auto" forks when the state holds tensors, all on the CPU, CUDA is not initialized and os.fork
+  exists, and copies otherwise: a CUDA context cannot be used in a forked child, so GPU state must
+  be copied off the device by the parent anyway, and a plain-Python state deep-copies faster than
+  a process forks.
+
+Every mode writes with the same atomic protocol; in fork mode the parent records the progress file
+and prunes once the child has exited, so the child takes no lock a parent thread could hold.
 Measured on our microVM (bench/checkpoint_stall.py), fork cuts the stall of save() but the step
 after it, when it rewrites every weight, pays far more in copy-on-write faults than the copy
-mode's whole stall, which is why "copy" is the default; choose "fork" or "auto" for a loop that
-rewrites little of its state between saves (see `forked`).
+mode's whole stall, so fork is opt-in: choose "fork" or "auto" for a loop that rewrites little of
+its state between saves (see `forked`). "deferred" takes the copy out of save() and overlaps it
+with the next step's compute; the optimizer step waits only for what is left of it.
 
 Format: torch.save when the state holds tensors (torch is then already imported by the caller),
 pickle otherwise. Loading uses torch.load(weights_only=False): these files are written by this
@@ -50,12 +71,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from easyckpt import forked, progress, storage
+from easyckpt import deferred, forked, progress, storage
 from easyckpt.progress import checkpoint_dir, progress_path, record_checkpoint
 from easyckpt.snapshot import Snapshotter, tensor_devices
 
 GetState = Callable[[], "tuple[int, Any] | None"]
-SNAPSHOT_MODES = ("auto", "fork", "copy")
+SNAPSHOT_MODES = ("deferred", "copy", "fork", "auto")
 
 
 class CheckpointWriteError(RuntimeError):
@@ -85,7 +106,7 @@ class Checkpointer:
         keep: int = 3,
         *,
         reuse_buffers: bool = True,
-        snapshot: str = "copy",
+        snapshot: str = "deferred",
         hook: storage.Hook | None = None,
     ):
         if keep < 1:
@@ -96,7 +117,8 @@ class Checkpointer:
             raise ValueError(f"snapshot must be one of {SNAPSHOT_MODES} (got {snapshot!r})")
         if snapshot == "fork" and not forked.available():
             raise ValueError(
-                "snapshot='fork' needs os.fork, which this platform lacks; use 'auto' or 'copy'"
+                "snapshot='fork' needs os.fork, which this platform lacks; use 'deferred', "
+                "'copy' or 'auto'"
             )
         self.snapshot = snapshot
         self.dir = checkpoint_dir(dir)
@@ -108,6 +130,7 @@ class Checkpointer:
         self._hook = hook  # fault injection for tests, see storage.Hook (runs in the fork child)
         self._lock = threading.Lock()
         self._writer: threading.Thread | None = None
+        self._pending: deferred.PendingSnapshot | None = None  # the last deferred snapshot
         self._error: tuple[int, BaseException] | None = None
         self._last_durable: int | None = None
         self._main_busy = False
@@ -128,12 +151,31 @@ class Checkpointer:
             child = self._fork(step, fmt, state) if self._forks(devices) else None
             if child is not None:
                 target, args = self._reap, (step, child)
+            elif self.snapshot == "deferred" and devices:
+                target, args = self._copy_and_write, (step, fmt, self._defer(step, state))
             else:
                 frozen, _ = self._snapshotter.take(state)
                 target, args = self._write, (step, fmt, frozen)
             # Not a daemon: interpreter exit waits for the write instead of tearing it.
             self._writer = threading.Thread(target=target, args=args, name=f"easyckpt-step-{step}")
-            self._writer.start()
+            try:
+                self._writer.start()
+            except BaseException:  # e.g. no thread left: nothing may wait for this snapshot
+                self._writer = None
+                if self._pending is not None:
+                    self._pending.finish()
+                raise
+
+    def wait_snapshot(self) -> None:
+        """Block until the tensors of the last save() are copied; they may then change in place.
+
+        Only needed in "deferred" mode, before changing state tensors in place other than through
+        a torch.optim step or a module's forward pass (both wait by themselves). Does not wait for
+        the write, and does not raise: a failure surfaces in the next save/wait/close.
+        """
+        pending = self._pending
+        if pending is not None:
+            pending.seal_all()
 
     def wait(self) -> None:
         """Block until the write in flight (if any) is durable; raise if it failed."""
@@ -205,21 +247,26 @@ class Checkpointer:
 
     @contextmanager
     def _critical(self):
+        with self._busy(), self._lock:
+            yield
+
+    @contextmanager
+    def _busy(self):
         # A signal handler runs in the main thread between two bytecodes, possibly in the middle
-        # of our own save(). Mark the main thread busy so the handler defers to the end of it
-        # instead of re-entering (which would deadlock on the lock or reuse half-filled buffers).
-        # The flag is raised before taking the lock and lowered after releasing it, so there is no
-        # instant where the handler could find the lock held by the very thread it interrupted.
-        is_main = threading.current_thread() is threading.main_thread()
-        if is_main:
+        # of our own save(), or while a deferred snapshot's hook holds its lock. Mark the main
+        # thread busy so the handler defers to the end of the section instead of re-entering
+        # (which would deadlock on a lock the writer needs, or reuse half-filled buffers). The
+        # flag is raised before taking any lock and lowered after releasing it, so there is no
+        # instant where the handler could find a lock held by the very thread it interrupted.
+        outer = threading.current_thread() is threading.main_thread() and not self._main_busy
+        if outer:
             self._main_busy = True
         try:
-            with self._lock:
-                yield
+            yield
         finally:
-            if is_main:
+            if outer:
                 self._main_busy = False
-        if is_main and self._term_pending:
+        if outer and self._term_pending:
             self._on_sigterm(signal.SIGTERM, None)
 
     def _join_writer(self) -> None:
@@ -232,7 +279,7 @@ class Checkpointer:
             raise CheckpointWriteError(message) from exc
 
     def _forks(self, devices: set[str]) -> bool:
-        if self.snapshot == "copy" or not forked.available() or devices - {"cpu"}:
+        if self.snapshot in ("copy", "deferred") or not forked.available() or devices - {"cpu"}:
             return False
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
@@ -247,9 +294,32 @@ class Checkpointer:
                           RuntimeWarning, stacklevel=3)
             return None
 
-    def _write_payload(self, step: int, fmt: str, frozen: object) -> Path:
+    def _defer(self, step: int, state: object) -> deferred.PendingSnapshot:
+        frozen, copies, events = self._snapshotter.defer(state)
+        label = f"checkpoint step {step}"
+        self._pending = deferred.PendingSnapshot(label, frozen, copies, events, self._busy)
+        deferred.install(self._pending)  # the hooks now hold in-place changes back
+        return self._pending
+
+    def _write_payload(
+        self, step: int, fmt: str, frozen: object, before_commit: Callable | None = None
+    ) -> Path:
         serialize = partial(_dump, fmt, frozen)
-        return storage.write_checkpoint(self.dir, step, fmt, serialize, self._hook)
+        return storage.write_checkpoint(
+            self.dir, step, fmt, serialize, self._hook, before_commit=before_commit
+        )
+
+    def _copy_and_write(self, step: int, fmt: str, pending: deferred.PendingSnapshot) -> None:
+        hook = self._hook
+        copying = partial(hook, "copy", storage.payload_path(self.dir, step)) if hook else None
+        try:
+            pending.copy(copying)
+            path = self._write_payload(step, fmt, pending.frozen, pending.verify)
+            self._committed(step, path)
+        except BaseException as exc:  # surfaced in the training thread by the next call
+            self._error = (step, exc)
+        finally:
+            pending.finish()
 
     def _write(self, step: int, fmt: str, frozen: object) -> None:
         try:

@@ -34,7 +34,9 @@ CHUNK = 1 << 20
 # hook(stage, path) is called where the payload is written (the writer thread, or the forked
 # child in fork mode, where a hook can only raise or end that process): "chunk" before each payload
 # write (path is the temp file), "manifest" after the payload is renamed into place and before its
-# manifest. Tests use it to block or kill the writer at a precise point; production passes None.
+# manifest. The Checkpointer adds "copy", before the writer thread copies each tensor of a deferred
+# snapshot (path is the final payload's). Tests use it to block or kill the writer at a precise
+# point; production passes None.
 Hook = Callable[[str, Path], None]
 
 
@@ -111,10 +113,12 @@ def write_checkpoint(
     fmt: str,
     serialize: Callable[[BinaryIO], None],
     hook: Hook | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> Path:
     """Write one checkpoint durably and return its payload path.
 
-    1. serialize into a temp file, flush, fsync;
+    1. serialize into a temp file, flush, fsync; call before_commit, which may still refuse the
+       checkpoint by raising (the temp file is then removed and nothing else changed);
     2. drop an existing manifest of the same step (its payload is about to be replaced);
     3. rename the payload into place, fsync the directory;
     4. write the manifest atomically and durably: from here on the step is complete.
@@ -127,6 +131,8 @@ def write_checkpoint(
             serialize(writer)
             f.flush()
             os.fsync(f.fileno())
+        if before_commit:
+            before_commit()
         manifest_path(directory, step).unlink(missing_ok=True)
         os.replace(tmp, final)
     except BaseException:

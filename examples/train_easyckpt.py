@@ -50,13 +50,14 @@ def python_model():
     return init, lambda state: None, train_step
 
 
-def torch_model():
+def torch_model(ckpt: easyckpt.Checkpointer):
     import torch
 
     torch.manual_seed(0)
     model = torch.nn.Linear(1, 1)
     # Plain SGD by hand: torch.optim's first use imports torch._dynamo, seconds of startup that
-    # this demo does not need. With an optimizer, checkpoint its state_dict() next to the model's.
+    # this demo does not need. With an optimizer, checkpoint its state_dict() next to the model's;
+    # its step() then waits for a pending snapshot by itself.
 
     def init():
         return {"step": 0, "model": model.state_dict()}
@@ -69,6 +70,9 @@ def torch_model():
         loss = ((model(x) - (3 * x + 1)) ** 2).mean()
         model.zero_grad()
         loss.backward()
+        # The last save() copies the weights in the background: let it finish before changing
+        # them in place (torch.optim steps do this themselves).
+        ckpt.wait_snapshot()
         with torch.no_grad():  # in place: a SIGTERM landing in these lines saves step-1's label
             for param in model.parameters():
                 param -= 0.1 * param.grad
@@ -79,8 +83,8 @@ def torch_model():
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    init, restore, train_step = torch_model() if args.torch else python_model()
     ckpt = easyckpt.Checkpointer(args.dir, keep=3)
+    init, restore, train_step = torch_model(ckpt) if args.torch else python_model()
 
     latest = ckpt.load_latest()
     current = latest or (0, init())

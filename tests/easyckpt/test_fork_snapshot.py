@@ -153,7 +153,8 @@ def test_fork_mode_is_refused_where_the_platform_has_no_fork(tmp_path, monkeypat
 
 
 def test_an_unknown_snapshot_mode_is_refused_with_the_allowed_ones(tmp_path):
-    with pytest.raises(ValueError, match=r"snapshot must be one of \('auto', 'fork', 'copy'\)"):
+    allowed = r"\('deferred', 'copy', 'fork', 'auto'\)"
+    with pytest.raises(ValueError, match=f"snapshot must be one of {allowed}"):
         Checkpointer(tmp_path, snapshot="cow")
 
 

@@ -101,7 +101,7 @@ def test_cuda_tensors_come_back_on_the_cpu_with_the_same_values(tmp_path):
 @cuda
 def test_changing_a_cuda_tensor_after_save_does_not_change_the_checkpoint(tmp_path):
     hook, started, release = blocking_hook()
-    ckpt = Checkpointer(tmp_path, hook=hook)
+    ckpt = Checkpointer(tmp_path, snapshot="copy", hook=hook)  # deferred: test_deferred_snapshot
     weights = torch.ones(1 << 20, device="cuda")
     ckpt.save(1, {"w": weights})
     weights.mul_(7)

@@ -25,7 +25,7 @@ import logging
 import os
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -194,7 +194,7 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
     for job_id, preemptions in sorted(by_job.items()):
         messages += _preempt(job_id, preemptions, now)
     messages += _admit_all(decisions.admissions, now)
-    _store_waiting(decisions.waiting)
+    _store_waiting(decisions.waiting, now)
     return messages
 
 
@@ -260,11 +260,30 @@ def _admitted(a: s.Admission) -> str:
     return f"Admitted {label} on {where}"
 
 
-def _store_waiting(waiting: tuple[s.WaitReason, ...]) -> None:
+# A queue position deeper than this is rewritten at most every POSITIONS_REFRESH_S: every
+# admission shifts every job behind it, and rewriting thousands of rows each cycle was half of
+# PostgreSQL's work in bench/admission_throughput.py. Kueue refreshes its pending-workload
+# positions every 5 s too (QueueVisibility updateIntervalSeconds).
+POSITIONS_EXACT = 100
+POSITIONS_REFRESH_S = 5.0
+_positions_refreshed_at: datetime | None = None
+
+
+def _store_waiting(waiting: tuple[s.WaitReason, ...], now) -> None:
+    global _positions_refreshed_at
     stored = {jid: (pk, reason, pos) for pk, jid, reason, pos in
               Job.objects.filter(status__in=WAITING).values_list("pk", "job_id", "wait_reason", "queue_position")}
-    changed = [(w.message, w.position, stored[w.job_id][0])
-               for w in waiting if w.job_id in stored and stored[w.job_id][1:] != (w.message, w.position)]
+    refresh = (_positions_refreshed_at is None or not
+               timedelta(0) <= now - _positions_refreshed_at < timedelta(seconds=POSITIONS_REFRESH_S))
+    changed = []
+    for w in waiting:
+        pk, reason, position = stored.get(w.job_id, (None, None, None))
+        if pk is None or (reason, position) == (w.message, w.position):
+            continue
+        if refresh or reason != w.message or position is None or min(position, w.position) <= POSITIONS_EXACT:
+            changed.append((w.message, w.position, pk))
+    if refresh:
+        _positions_refreshed_at = now
     # Only these two columns, only where they changed, and only while the job still waits (the
     # status test is part of the update): a job stopped meanwhile keeps no stale reason.
     statuses = tuple(str(w) for w in WAITING)

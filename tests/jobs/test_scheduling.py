@@ -133,3 +133,29 @@ def test_a_spot_job_waits_in_bidding_below_the_market_price(alice, cycle):
     cycle()
     job.refresh_from_db()
     assert job.status == "EnvPreparing" and job.pods.get().kind == "spot"
+
+
+def test_deep_queue_positions_are_rewritten_every_few_seconds_the_head_and_new_reasons_at_once(bob, monkeypatch):
+    from jobs import scheduling
+    from scheduler.decisions import WaitReason
+
+    monkeypatch.setattr(scheduling, "POSITIONS_EXACT", 2)
+    monkeypatch.setattr(scheduling, "_positions_refreshed_at", None)
+    jobs = [create_job(bob, make_request()) for _ in range(5)]
+    now = timezone.now()
+
+    def cycle_at(seconds, positions, message="Quota nlp-team is full"):
+        scheduling._store_waiting(tuple(
+            WaitReason(j.job_id, "Queuing", "QuotaFull", message if n else "Queued behind job x", "quota:nlp", p)
+            for n, (j, p) in enumerate(zip(jobs, positions))), now + timedelta(seconds=seconds))
+        return [Job.objects.get(pk=j.pk).queue_position for j in jobs]
+
+    assert cycle_at(0, [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]  # first cycle: every position
+    # Jobs ahead were admitted: a job that is or was at the head (<= 2) moves at once, a deep one later.
+    assert cycle_at(1, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
+    assert cycle_at(4.9, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
+    assert cycle_at(5, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 3]  # POSITIONS_REFRESH_S later: all of them
+    # A changed reason is written at once, whatever the position.
+    cycle_at(6, [1, 1, 1, 2, 4], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
+    assert Job.objects.get(pk=jobs[4].pk).wait_reason.endswith("in use")
+    assert Job.objects.get(pk=jobs[4].pk).queue_position == 4

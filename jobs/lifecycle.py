@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 FINISHED = (PodStatus.SUCCEEDED, PodStatus.FAILED)
 RAN = (PodStatus.RUNNING, PodStatus.SUCCEEDED)  # a job runs once each current pod is (or was) running
+STARTABLE = (PodStatus.PENDING, PodStatus.UNKNOWN)  # a Running report moves these to Running
 MAX_RUNNING_TIME = "MaxRunningTime"
 STOPPED_BY_USER = "StoppedByUser"
 
@@ -163,19 +164,16 @@ class _Batch:
         for report in reports:
             pod = by_id[report.pod_id]
             if report.status == PodStatus.RUNNING:
-                if pod.node_id is None or pod.status not in (PodStatus.PENDING, PodStatus.UNKNOWN):
+                if pod.node_id is None or pod.status not in STARTABLE:
                     continue
                 pod.status, pod.started_at = PodStatus.RUNNING, pod.started_at or report.at
-                self.events.append(PodEvent(pod=pod, at=report.at, reason="Started",
-                                            message=f"Pod running on {pod.node}"))
+                self.events.append(_started_event(pod, report))
             else:
                 if pod.status not in LIVE_STATUSES:
                     continue
-                pod.status, pod.sub_status, pod.exit_code = PodStatus.SUCCEEDED, PodSubStatus.NORMAL, report.exit_code
-                pod.started_at = pod.started_at or pod.bound_at or report.at
-                pod.finished_at, pod.reason_code, pod.reason_message = report.at, report.reason, report.message
-                self.events.append(PodEvent(pod=pod, at=report.at, reason=pod.reason_code or pod.status,
-                                            type=PodEvent.Type.NORMAL, message=_finished_message(pod, report)))
+                for name, value in _finished_fields(pod, report).items():
+                    setattr(pod, name, value)
+                self.events.append(_finished_event(pod, report))
                 self.freed = True
             changed[pod.pod_id] = pod
             self.claimed += 1
@@ -240,11 +238,11 @@ def _apply(job: Job, pod: Pod, report: Report) -> bool:
 
 def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
     first_start = Coalesce(F("started_at"), Value(report.at, output_field=DateTimeField()))
-    claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=(PodStatus.PENDING, PodStatus.UNKNOWN)
+    claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=STARTABLE
                                  ).update(status=PodStatus.RUNNING, started_at=first_start)
     if not claimed:
         return False
-    PodEvent.objects.create(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
+    _started_event(pod, report).save()
     if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, *RAN):
         job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
         aimaster.job_running(job, report.at)
@@ -252,29 +250,44 @@ def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
 
 
 def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
-    evicted = pod.terminating and pod.reason_code in EVICTING_REASONS
-    stopped = pod.terminating
-    claimed = Pod.objects.filter(pk=pod.pk, status__in=LIVE_STATUSES).update(
-        status=PodStatus.FAILED if evicted else report.status,
-        sub_status=PodSubStatus.EVICTED if evicted else PodSubStatus.NORMAL,
-        exit_code=report.exit_code, finished_at=report.at,
-        # Two worker threads may apply a pod's Running and finished reports out of order; the late
-        # Running report is then ignored, so take the start from the binding.
-        started_at=pod.started_at or pod.bound_at or report.at,
-        # A stopped pod keeps the reason it was stopped for; others take the agent's.
-        reason_code=pod.reason_code if stopped else report.reason,
-        reason_message=pod.reason_message if stopped else report.message,
-    )
-    if not claimed:
+    fields = _finished_fields(pod, report)
+    if not Pod.objects.filter(pk=pod.pk, status__in=LIVE_STATUSES).update(**fields):
         return False
-    pod.refresh_from_db()
-    kind = PodEvent.Type.NORMAL if pod.status == PodStatus.SUCCEEDED else PodEvent.Type.WARNING
-    PodEvent.objects.create(pod=pod, at=report.at, reason=pod.reason_code or pod.status, type=kind,
-                            message=_finished_message(pod, report))
+    for name, value in fields.items():
+        setattr(pod, name, value)
+    _finished_event(pod, report).save()
     request_cycle()  # its capacity is free now
     if pod.current and job.status not in FINAL:
         _job_after_pod_finished(job, pod, report)
     return True
+
+
+def _finished_fields(pod: Pod, report: Report) -> dict:
+    """What a finished report changes on the live pod (as read under its job's lock)."""
+    evicted = pod.terminating and pod.reason_code in EVICTING_REASONS
+    stopped = pod.terminating
+    return {
+        "status": PodStatus.FAILED if evicted else report.status,
+        "sub_status": PodSubStatus.EVICTED if evicted else PodSubStatus.NORMAL,
+        "exit_code": report.exit_code, "finished_at": report.at,
+        # Two worker threads may apply a pod's Running and finished reports out of order; the late
+        # Running report is then ignored, so take the start from the binding.
+        "started_at": pod.started_at or pod.bound_at or report.at,
+        # A stopped pod keeps the reason it was stopped for; others take the agent's.
+        "reason_code": pod.reason_code if stopped else report.reason,
+        "reason_message": pod.reason_message if stopped else report.message,
+    }
+
+
+def _started_event(pod: Pod, report: Report) -> PodEvent:
+    return PodEvent(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
+
+
+def _finished_event(pod: Pod, report: Report) -> PodEvent:
+    """The event of a pod that now carries its _finished_fields."""
+    kind = PodEvent.Type.NORMAL if pod.status == PodStatus.SUCCEEDED else PodEvent.Type.WARNING
+    return PodEvent(pod=pod, at=report.at, reason=pod.reason_code or pod.status, type=kind,
+                    message=_finished_message(pod, report))
 
 
 def _finished_message(pod: Pod, report: Report) -> str:

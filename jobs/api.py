@@ -23,7 +23,6 @@ from jobs import serializers as shapes
 from jobs import services
 from jobs.logs import read_logs
 from jobs.models import Job, Pod
-from quotas.models import Membership
 
 LIST_WINDOW = timedelta(days=7)  # ListJobs without StartTime/EndTime: jobs created in the last 7 days
 MAX_EVENTS = 2000

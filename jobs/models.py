@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.utils import timezone
 
-from jobs.states import JobStatus, PodStatus, PodSubStatus, check_transition
+from jobs.states import JobStatus, PodStatus, PodSubStatus
 from quotas.models import Quota, ResourceSpec, ResourceType, Workspace
 
 
@@ -118,22 +118,11 @@ class Job(models.Model):
     @transaction.atomic
     def transition(self, target: str, *, reason: str = "", message: str = "", now=None) -> None:
         """Move to `target`, recording history and an event. Raises IllegalTransition."""
-        check_transition(self.status, target)
-        now = now or timezone.now()
-        previous = self.status
-        self.status = target
-        self.reason_code, self.reason_message = reason, message
-        if target == JobStatus.RUNNING and self.running_at is None:
-            self.running_at = now
-        if target in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
-            self.finished_at = now
+        from jobs import bulk  # the many-jobs form of the same step, built on these models
+
+        step = bulk.transition(self, target, reason=reason, message=message, at=now or timezone.now())
         self.save()
-        StatusTransition.objects.create(job=self, previous=previous, status=target, reason=reason, message=message, at=now)
-        JobEvent.objects.create(
-            job=self, at=now, reason=reason or target,
-            type=JobEvent.Type.WARNING if target in (JobStatus.FAILED, JobStatus.RESTARTING) else JobEvent.Type.NORMAL,
-            message=message or f"Job status changed from {previous} to {target}",
-        )
+        bulk.record([step])
 
 
 class JobSpec(models.Model):

@@ -81,11 +81,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=0.5, help="run time of each job (s)")
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
-    var = harness.configure("admit")
-    with harness.Services.standalone(var) as services:
-        r = run(services, jobs=args.jobs, nodes=args.nodes, duration_s=args.duration, timeout_s=args.timeout)
-    print(report(r))
-    harness.cleanup(var)
+    harness.run_standalone("admit", run, report, jobs=args.jobs, nodes=args.nodes, duration_s=args.duration, timeout_s=args.timeout)
 
 
 if __name__ == "__main__":

@@ -74,12 +74,14 @@ def _fresh_postgres(url: str, name: str) -> str:
 
 
 class Services:
-    def __init__(self, var: Path, env: dict[str, str]):
+    """Service subprocesses against one database and broker; tests/agent/live.py builds on it."""
+
+    def __init__(self, var: Path, env: dict[str, str], queues: tuple[str, ...] = QUEUES):
         self.var = var
         self.env = {**os.environ, **env, "OPENDLC_VAR_DIR": str(var), "PYTHONUNBUFFERED": "1",
                     "SECRET_KEY": os.environ.get("SECRET_KEY", "bench")}
         self.processes: dict[str, subprocess.Popen] = {}
-        _purge()
+        _purge(queues)
 
     @classmethod
     def standalone(cls, var: Path) -> Services:
@@ -87,19 +89,7 @@ class Services:
 
     @classmethod
     def for_test(cls, tmp_path: Path, settings) -> Services:
-        """Share the pytest database (its test name) and broker with the subprocesses."""
-        var = tmp_path / "var"
-        var.mkdir()
-        settings.VAR_DIR = var  # the schedule-request flag file, in embedded mode
-        env = {}
-        name = settings.DATABASES["default"]["NAME"]
-        if os.environ.get("DATABASE_URL"):
-            env["DATABASE_URL"] = urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}"))
-        else:
-            (var / "opendlc.sqlite3").symlink_to(Path(name).resolve())
-        if not settings.REDIS_URL:
-            (var / "broker").symlink_to(Path(settings.BROKER_DIR).resolve())
-        return cls(var, env)
+        return cls(*shared_with_test(tmp_path, settings))
 
     def start(self, *, report_threads: int = 2, heartbeat_s: int = 5) -> None:
         self.env["OPENDLC_HEARTBEAT_INTERVAL_S"] = str(heartbeat_s)
@@ -108,15 +98,17 @@ class Services:
         self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated", "--concurrency", "2",
                                  "--loglevel", "WARNING"])
 
-    def _worker(self, key: str, queue: str, threads: int) -> None:
-        self._spawn(key, [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queue, "-P", "threads",
-                          "-c", str(threads), "-n", f"bench-{key}@%h", "--without-gossip", "--without-mingle",
-                          "--without-heartbeat", "-l", "WARNING"])
+    def _worker(self, key: str, queues: str, threads: int, loglevel: str = "WARNING") -> None:
+        self._spawn(key, [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queues, "-P", "threads",
+                          "-c", str(threads), "-n", f"{key}@%h", "--without-gossip", "--without-mingle",
+                          "--without-heartbeat", "-l", loglevel])
 
-    def _spawn(self, key: str, args: list[str]) -> None:
+    def _spawn(self, key: str, args: list[str]) -> subprocess.Popen:
         with open(self.var / f"{key}.log", "ab") as log:
-            self.processes[key] = subprocess.Popen(args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
-                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = self.processes[key] = subprocess.Popen(args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
+                                                          stdout=log, stderr=subprocess.STDOUT,
+                                                          start_new_session=True)
+        return proc
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) each service has used so far, threads included (Linux /proc)."""
@@ -160,9 +152,9 @@ class Services:
         self.close()
 
     def logs(self) -> str:
-        return "\n".join(f"==== {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in sorted(self.var.glob("*.log")))
+        return "\n".join(f"==== {p.name}\n{p.read_text(errors='replace')[-6000:]}" for p in sorted(self.var.glob("*.log")))
 
-    def wait(self, condition, what: str, timeout: float, interval: float = 0.05):
+    def wait(self, condition, what: str, timeout: float = 60, interval: float = 0.05):
         """Poll `condition` until truthy; fail with the services' logs on timeout or a dead service."""
         deadline = time.monotonic() + timeout
         while True:
@@ -193,13 +185,30 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _purge() -> None:
+def shared_with_test(tmp_path: Path, settings) -> tuple[Path, dict[str, str]]:
+    """A var folder and environment that give subprocesses the pytest database (its test name)
+    and broker: PostgreSQL and Redis when set, else links to the SQLite file and broker folder."""
+    var = tmp_path / "var"
+    var.mkdir()
+    settings.VAR_DIR = var  # the schedule-request flag file, in embedded mode
+    env = {}
+    name = settings.DATABASES["default"]["NAME"]
+    if os.environ.get("DATABASE_URL"):
+        env["DATABASE_URL"] = urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}"))
+    else:
+        (var / "opendlc.sqlite3").symlink_to(Path(name).resolve())
+    if not settings.REDIS_URL:
+        (var / "broker").symlink_to(Path(settings.BROKER_DIR).resolve())
+    return var, env
+
+
+def _purge(queues: tuple[str, ...]) -> None:
     """Messages an earlier run left behind must not reach this run's services."""
     from console.celery import app
     from jobs import scheduling
 
     with app.connection_for_write() as conn:
-        for queue in QUEUES:
+        for queue in queues:
             try:
                 conn.default_channel.queue_purge(queue)
             except Exception:  # a queue that never existed
@@ -209,6 +218,15 @@ def _purge() -> None:
 
 def cleanup(var: Path) -> None:
     shutil.rmtree(var, ignore_errors=True)
+
+
+def run_standalone(name: str, run, report, **kwargs) -> None:
+    """A benchmark's command line: a database of its own, the services, `run`, its printed report."""
+    var = configure(name)
+    with Services.standalone(var) as services:
+        result = run(services, **kwargs)
+    print(report(result))
+    cleanup(var)
 
 
 # ---- the cluster ---------------------------------------------------------------------------

@@ -207,13 +207,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--submitters", type=int, default=3, help="processes submitting jobs")
     args = parser.parse_args()
-    var = harness.configure("kueue")
-    with harness.Services.standalone(var) as services:
-        r = run(services, scale=args.scale, cohorts=args.cohorts, queues=args.queues, timeout_s=args.timeout,
-                submitters=args.submitters)
-    print(report(r))
-    harness.cleanup(var)
-
+    harness.run_standalone("kueue", run, report, scale=args.scale, cohorts=args.cohorts, queues=args.queues,
+                           timeout_s=args.timeout, submitters=args.submitters)
 
 if __name__ == "__main__":
     main()

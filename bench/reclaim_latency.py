@@ -77,11 +77,7 @@ def main() -> None:
     parser.add_argument("--grace", type=int, default=1, help="termination grace of the borrowed pods (s)")
     parser.add_argument("--stop", type=float, default=0.5, help="SIM_STOP_S: how long they take to stop (s)")
     args = parser.parse_args()
-    var = harness.configure("reclaim")
-    with harness.Services.standalone(var) as services:
-        r = run(services, trials=args.trials, nodes=args.nodes, grace_s=args.grace, stop_s=args.stop)
-    print(report(r))
-    harness.cleanup(var)
+    harness.run_standalone("reclaim", run, report, trials=args.trials, nodes=args.nodes, grace_s=args.grace, stop_s=args.stop)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs.models import Job, JobSpec, Pod, PodEvent
-from jobs.states import PodStatus
+from jobs.states import LIVE_STATUSES
 from quotas.models import Executor, Node
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,6 @@ MAX_RUNNING_TIME = "MaxRunningTime"
 RESTART = "Restart"
 STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART)
 EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED)  # the pod ends Evicted ("Resource Preempted")
-
-# A pod in these states on a node holds its capacity; only the agent's final report frees it.
-LIVE_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING, PodStatus.UNKNOWN)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,12 @@
     1. Serialize: one cycle at a time (PostgreSQL advisory transaction lock; SQLite's IMMEDIATE
        transaction), then read everything inside that transaction.
     2. Snapshot: Ready and not-ready nodes, the quota tree, pods holding capacity (bound, not yet
-       reported finished), jobs waiting in Queuing/Bidding with their gangs, market prices.
+       reported finished), jobs waiting in Queuing/Bidding with their gangs (jobs/waiting.py keeps
+       them between cycles and reads only what changed), market prices.
     3. plan(snapshot, now): pure, in scheduler/.
     4. Apply in the same transaction: preempt (pods terminating, "Resource Preempted" events),
-       admit (bind pods to nodes and GPU indices, Queuing/Bidding -> EnvPreparing), store each
-       waiting job's reason and queue position.
+       admit (bind pods to nodes and GPU indices, Queuing/Bidding -> EnvPreparing), store the
+       waiting jobs' reasons and queue positions that changed (jobs/waiting.py).
     5. After commit: stop and start messages to the agents (jobs/dispatch.py).
 
 Cycles are requested with `request_cycle()` by every event that can change a decision, and run
@@ -25,20 +26,20 @@ import logging
 import os
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 import scheduler as s
-from scheduler.decisions import OUTBID, STOCK_SHORT
 from jobs import bulk, dispatch
 from jobs.models import Job, JobEvent, JobSpec, Pod, Source
-from jobs.states import WAITING, JobStatus, PodStatus
+from jobs.states import WAITING, JobStatus
+from jobs.waiting import WaitingJobs
 from quotas.models import Node, NodeStatus, Quota, ResourceSpec
+from scheduler.decisions import OUTBID, STOCK_SHORT
 from spot.market_state import current_markets
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 CYCLE_LOCK_KEY = 0x6F646C63
 COALESCE_S = 0.05
 REQUEST_TTL_S = 30
-SOURCES = {Source.QUOTA: s.SOURCE_QUOTA, Source.SPOT: s.SOURCE_SPOT, Source.PUBLIC: s.SOURCE_PAYG}
+waiting = WaitingJobs()  # this process's view of the queue, kept between cycles
 RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}  # else Preempted
 
 
@@ -75,20 +76,23 @@ def _serialize_cycles() -> None:
 
 
 def build_snapshot(now) -> s.Snapshot:
-    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=_pending_jobs(),
+    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=waiting.read(),
                       markets=_markets(now))
 
 
-def _resources(spec: ResourceSpec) -> s.Resources:
-    return s.Resources(spec.gpu, spec.cpu_m, spec.memory_mib)
+# The snapshot reads values, not model instances: building tens of thousands of instances was
+# most of a large cycle's snapshot time (bench/cycle_profile.py). The waiting jobs come from
+# jobs/waiting.py, which reads only what changed since the last cycle.
 
 
 def _nodes() -> tuple[s.Node, ...]:
     # Not-ready nodes are in the snapshot too (ready=False): their pods still hold capacity.
+    sizes: dict[tuple, s.Resources] = {}  # one object per instance type's size
     return tuple(
-        s.Node(n.name, n.spec.instance_type, _resources(n.spec), n.quota.name if n.quota_id else None,
-               ready=n.status == NodeStatus.READY)
-        for n in Node.objects.select_related("spec", "quota").order_by("name")
+        s.Node(name, itype, sizes.setdefault((gpu, cpu, mem), s.Resources(gpu, cpu * 1000, mem)), quota,
+               ready=status == NodeStatus.READY)
+        for name, itype, gpu, cpu, mem, quota, status in Node.objects.order_by("name").values_list(
+            "name", "spec__instance_type", "spec__gpu", "spec__cpu", "spec__memory_mib", "quota__name", "status")
     )
 
 
@@ -96,14 +100,11 @@ def _quotas() -> tuple[s.Quota, ...]:
     # The scheduler knows a quota by its name (unique): its wait and preemption messages are read
     # by people ("Quota nlp-team is full", "reclaimed by quota cv-team").
     return tuple(
-        s.Quota(q.name, str(q.tenant_id), q.parent.name if q.parent_id else None, q.resource_type,
-                q.queue_strategy, q.allow_priority_preemption, q.min_runtime_before_preemption_s)
-        for q in Quota.objects.select_related("parent").order_by("pk")
+        s.Quota(name, str(tenant), parent, *rest)
+        for name, tenant, parent, *rest in Quota.objects.order_by("pk").values_list(
+            "name", "tenant_id", "parent__name", "resource_type", "queue_strategy", "allow_priority_preemption",
+            "min_runtime_before_preemption_s")
     )
-
-
-# The snapshot reads values, not model instances: building tens of thousands of instances was
-# most of a large cycle's snapshot time (bench/cycle_profile.py).
 
 
 def _running_pods() -> tuple[s.RunningPod, ...]:
@@ -137,38 +138,6 @@ def _role_bids(job_pks) -> dict[tuple[int, str], tuple[Decimal | None, int]]:
             for job, role, limit, discount, on_demand, hours in rows}
 
 
-def _pending_jobs() -> tuple[s.PendingJob, ...]:
-    # A job AIMaster re-queued takes its place by the time of its latest restart, not its submit
-    # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
-    # that reclaimed its node, would take the freed node straight back and be preempted again.
-    jobs = Job.objects.filter(status__in=WAITING).annotate(requeued_at=Max("restarts__at")).order_by("pk").values_list(
-        "pk", "job_id", "requeued_at", "submitted_at", "created_at", "quota__name", "workspace_id", "oversold_type",
-        "priority", "source")
-    specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
-    for job, role, itype, limit, discount, on_demand in JobSpec.objects.filter(job__status__in=WAITING).values_list(
-            "job_id", "role", "spec__instance_type", "spot_price_limit", "spot_discount_limit",
-            "spec__on_demand_price_per_minute"):
-        specs[job][role] = (itype, JobSpec.bid(limit, discount, on_demand))
-    pods: dict[int, list[s.PodRequest]] = defaultdict(list)
-    for job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
-            job__status__in=WAITING, current=True, node__isnull=True, status=PodStatus.PENDING,
-    ).order_by("role", "index").values_list("job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
-        itype = specs[job][role][0] if role in specs[job] else None
-        pods[job].append(s.PodRequest(role, index, s.Resources(gpu, cpu_m, mem_mib), itype))
-    return tuple(_pending_job(j, specs[j[0]], pods[j[0]]) for j in jobs if pods[j[0]])
-
-
-def _pending_job(row: tuple, specs: dict[str, tuple[str, Decimal | None]], pods: list[s.PodRequest]
-                 ) -> s.PendingJob:
-    _, job_id, requeued_at, submitted_at, created_at, quota, workspace, oversold, priority, source = row
-    bids = [bid for _, bid in specs.values() if bid is not None]
-    return s.PendingJob(
-        job_id, requeued_at or submitted_at or created_at, tuple(pods), quota, str(workspace), oversold, priority,
-        SOURCES.get(source, s.SOURCE_QUOTA),
-        min(bids) if source == Source.SPOT and bids else None,  # the gang pays its lowest bid
-    )
-
-
 def _markets(now) -> tuple[s.MarketState, ...]:
     # spot.market_state owns the market: the price in force now and the last hour's average
     # weighted by how long each price held (the Lingjun release rule), per public pool.
@@ -194,7 +163,7 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
     for job_id, preemptions in sorted(by_job.items()):
         messages += _preempt(job_id, preemptions, now)
     messages += _admit_all(decisions.admissions, now)
-    _store_waiting(decisions.waiting, now)
+    waiting.store(decisions.waiting, now)
     return messages
 
 
@@ -258,37 +227,6 @@ def _admitted(a: s.Admission) -> str:
     label = {s.KIND_GUARANTEED: "In Quota", s.KIND_IDLE: "Not in Quota (idle resources, preemptible)",
              s.KIND_SPOT: "on preemptible resources", s.KIND_PAYG: "on public resources"}[a.kind]
     return f"Admitted {label} on {where}"
-
-
-# A queue position deeper than this is rewritten at most every POSITIONS_REFRESH_S: every
-# admission shifts every job behind it, and rewriting thousands of rows each cycle was half of
-# PostgreSQL's work in bench/admission_throughput.py. Kueue refreshes its pending-workload
-# positions every 5 s too (QueueVisibility updateIntervalSeconds).
-POSITIONS_EXACT = 100
-POSITIONS_REFRESH_S = 5.0
-_positions_refreshed_at: datetime | None = None
-
-
-def _store_waiting(waiting: tuple[s.WaitReason, ...], now) -> None:
-    global _positions_refreshed_at
-    stored = {jid: (pk, reason, pos) for pk, jid, reason, pos in
-              Job.objects.filter(status__in=WAITING).values_list("pk", "job_id", "wait_reason", "queue_position")}
-    refresh = (_positions_refreshed_at is None or not
-               timedelta(0) <= now - _positions_refreshed_at < timedelta(seconds=POSITIONS_REFRESH_S))
-    changed = []
-    for w in waiting:
-        pk, reason, position = stored.get(w.job_id, (None, None, None))
-        if pk is None or (reason, position) == (w.message, w.position):
-            continue
-        if refresh or reason != w.message or position is None or min(position, w.position) <= POSITIONS_EXACT:
-            changed.append((w.message, w.position, pk))
-    if refresh:
-        _positions_refreshed_at = now
-    # Only these two columns, only where they changed, and only while the job still waits (the
-    # status test is part of the update): a job stopped meanwhile keeps no stale reason.
-    statuses = tuple(str(w) for w in WAITING)
-    bulk.update_many(Job, ("wait_reason", "queue_position"), ("id",), changed,
-                     extra_where=f"status IN ({', '.join(['%s'] * len(statuses))})", extra_params=statuses)
 
 
 # ---- requesting cycles ------------------------------------------------------------------------

@@ -64,6 +64,10 @@ class PodStatus(models.TextChoices):
     UNKNOWN = "Unknown"
 
 
+# A pod in these states on a node holds its capacity; only the agent's final report frees it.
+LIVE_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING, PodStatus.UNKNOWN)
+
+
 class PodSubStatus(models.TextChoices):
     NORMAL = "Normal"
     EVICTED = "Evicted"  # shown as "Resource Preempted"

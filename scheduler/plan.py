@@ -126,6 +126,7 @@ class Cycle:
         self.quota_scopes: dict[str, tuple[Scope, Scope]] = {}
         self.stock_candidates: Candidates | None = None
         self.own_tried: set[str] = set()  # Acceptable jobs that did not fit In Quota in pass 1
+        self.outcomes: dict[tuple, tuple] = {}  # see _like_an_earlier_job
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
         queues: dict[str, list[PendingJob]] = {}
@@ -247,7 +248,7 @@ class Cycle:
         later: dict[str, list[PendingJob]] = {}
 
         def turn(job: PendingJob, rest: list[PendingJob]) -> bool:
-            outcome = self._attempt_in_quota(job)
+            outcome = self._like_an_earlier_job("in quota", job, self._attempt_in_quota)
             if outcome == LATER:
                 later.setdefault(queue_of(job), []).append(job)
             if outcome == ADMITTED or not self._strict(job):
@@ -263,7 +264,9 @@ class Cycle:
 
     def _idle_turn(self, job: PendingJob, rest: list[PendingJob]) -> bool:
         """Pass 2: the job's idle placement, or its whole turn if pass 1 never reached it."""
-        if self._attempt_quota_job(job, own_tried=job.job_id in self.own_tried):
+        tried = job.job_id in self.own_tried
+        if self._like_an_earlier_job(("idle", tried), job,
+                                     lambda j: self._attempt_quota_job(j, own_tried=tried)):
             return True
         if self._strict(job):
             self._hold_behind(job, rest)
@@ -286,6 +289,39 @@ class Cycle:
             self._wait(job, HELD_BEHIND_HEAD,
                        f"Held behind job {head.job_id}, the head of the StrictFIFO queue of "
                        f"quota {head.quota_id}, which waits: {why}")
+
+    def _like_an_earlier_job(self, tag, job: PendingJob, attempt):
+        """attempt(job), or the outcome an earlier job of the same quota, shape, borrowing
+        setting and priority had in this pass, when nothing its turn reads has changed since:
+        the quota's own and lending scopes (each node's free, releasing and running pods) and
+        the quota usage, all versioned.
+
+        A cycle with thousands of waiting jobs of a few shapes tried each one, only for most
+        to fail the same way (bench/kueue_baseline.py). A turn that admitted, preempted or
+        reserved nothing moved no version, so the next such job would fail the same way: it
+        gets the same outcome and wait reason (which _explain_quota_wait shares already).
+        """
+        quota = self.tree.quotas.get(job.quota_id or "")
+        if quota is None:
+            return attempt(job)
+        own, idle = self._quota_scopes(quota)
+        versions = (own.version, idle.version, self.tree.version)
+        key = (tag, quota.id, self._shape(job), job.oversold_type, job.priority) + versions
+        found = self.outcomes.get(key)
+        if found is not None:
+            outcome, tried, wait = found
+            if tried:
+                self.own_tried.add(job.job_id)
+            if wait is not None:
+                self.waiting[job.job_id] = wait
+            return outcome
+        tried_before, wait_before = job.job_id in self.own_tried, self.waiting.get(job.job_id)
+        outcome = attempt(job)
+        if (own.version, idle.version, self.tree.version) == versions:
+            wait = self.waiting.get(job.job_id)
+            self.outcomes[key] = (outcome, job.job_id in self.own_tried and not tried_before,
+                                  None if wait is wait_before else wait)
+        return outcome
 
     def _attempt_in_quota(self, job: PendingJob) -> str:
         """Pass 1: ADMITTED, WAITS (its turn is over) or LATER (its turn goes on in pass 2).

@@ -4,6 +4,14 @@ from django.contrib.auth import get_user_model
 from console import demo
 
 
+@pytest.fixture(autouse=True)
+def fresh_scheduler_memory():
+    """Each test starts with a scheduler process that has seen no cycle (jobs/waiting.py)."""
+    from jobs import scheduling
+
+    scheduling.waiting.clear()
+
+
 @pytest.fixture
 def demo_cluster(db):
     """The seeded demo (tenant, workspaces, quotas with nodes, public pool, alice/bob/charlie),

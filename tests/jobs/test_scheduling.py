@@ -135,27 +135,65 @@ def test_a_spot_job_waits_in_bidding_below_the_market_price(alice, cycle):
     assert job.status == "EnvPreparing" and job.pods.get().kind == "spot"
 
 
-def test_deep_queue_positions_are_rewritten_every_few_seconds_the_head_and_new_reasons_at_once(bob, monkeypatch):
-    from jobs import scheduling
+def test_a_cycle_reads_a_waiting_job_once_and_again_only_after_it_changed(bob, cycle, monkeypatch):
+    from jobs import waiting
+    from jobs.services import stop_job, update_job_priority
+
+    read = []
+    details = waiting._read_details
+    monkeypatch.setattr(waiting, "_read_details", lambda pks: read.append(list(pks)) or details(pks))
+    create_job(bob, make_request(pods=2))  # takes both nodes of the quota
+    cycle()
+    first, second = create_job(bob, make_request()), create_job(bob, make_request())
+    read.clear()
+    now = timezone.now()
+    assert [j.job_id for j in build_snapshot(now).jobs] == [first.job_id, second.job_id]
+    assert read == [[first.pk, second.pk]]
+    read.clear()
+    assert [j.job_id for j in build_snapshot(now).jobs] == [first.job_id, second.job_id] and read == []
+    update_job_priority(bob, second, 7)  # a save: the job's modified_at moves
+    assert {j.job_id: j.priority for j in build_snapshot(now).jobs} == {first.job_id: 1, second.job_id: 7}
+    assert read == [[second.pk]]
+    stop_job(bob, first)
+    assert [j.job_id for j in build_snapshot(now).jobs] == [second.job_id]
+
+
+def test_deep_queue_positions_and_new_numbers_wait_for_the_refresh_the_head_and_new_reasons_do_not(
+        bob, monkeypatch, django_capture_on_commit_callbacks):
+    from jobs import scheduling, waiting
     from scheduler.decisions import WaitReason
 
-    monkeypatch.setattr(scheduling, "POSITIONS_EXACT", 2)
-    monkeypatch.setattr(scheduling, "_positions_refreshed_at", None)
+    monkeypatch.setattr(waiting, "POSITIONS_EXACT", 2)
     jobs = [create_job(bob, make_request()) for _ in range(5)]
     now = timezone.now()
 
-    def cycle_at(seconds, positions, message="Quota nlp-team is full"):
-        scheduling._store_waiting(tuple(
-            WaitReason(j.job_id, "Queuing", "QuotaFull", message if n else "Queued behind job x", "quota:nlp", p)
-            for n, (j, p) in enumerate(zip(jobs, positions))), now + timedelta(seconds=seconds))
+    def cycle_at(seconds, positions, message="Quota nlp-team is full", code="QuotaFull"):
+        with django_capture_on_commit_callbacks(execute=True):  # what was written is remembered on commit
+            scheduling.waiting.read()
+            scheduling.waiting.store(tuple(
+                WaitReason(j.job_id, "Queuing", code if n else "HeldBehindHead", message if n else "Queued behind x",
+                           "quota:nlp", p)
+                for n, (j, p) in enumerate(zip(jobs, positions))), now + timedelta(seconds=seconds))
         return [Job.objects.get(pk=j.pk).queue_position for j in jobs]
+
+    def reason(n):
+        return Job.objects.get(pk=jobs[n].pk).wait_reason
 
     assert cycle_at(0, [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]  # first cycle: every position
     # Jobs ahead were admitted: a job that is or was at the head (<= 2) moves at once, a deep one later.
     assert cycle_at(1, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
     assert cycle_at(4.9, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
     assert cycle_at(5, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 3]  # POSITIONS_REFRESH_S later: all of them
-    # A changed reason is written at once, whatever the position.
-    cycle_at(6, [1, 1, 1, 2, 4], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
-    assert Job.objects.get(pk=jobs[4].pk).wait_reason.endswith("in use")
-    assert Job.objects.get(pk=jobs[4].pk).queue_position == 4
+    # New numbers in the same reason: at once at the head, at the next refresh deeper down.
+    cycle_at(6, [1, 1, 1, 2, 3], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
+    assert reason(3).endswith("in use") and reason(4) == "Quota nlp-team is full"
+    cycle_at(10, [1, 1, 1, 2, 3], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
+    assert reason(4).endswith("in use")
+    # A new reason is written at once, whatever the position.
+    cycle_at(11, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")
+    assert reason(4) == "No idle capacity in cohort" and Job.objects.get(pk=jobs[4].pk).queue_position == 4
+    # A row changed behind this process's back is repaired at the refresh.
+    Job.objects.filter(pk=jobs[4].pk).update(wait_reason="stale", queue_position=9)
+    assert cycle_at(12, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 9
+    assert cycle_at(16, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 4
+    assert reason(4) == "No idle capacity in cohort"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from scheduler.decisions import (HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT
                                  WAITING_FOR_TERMINATION)
 from scheduler.capacity import CapacityView
 from scheduler.placement import gang_fits, place_gang
+from scheduler.plan import Cycle
 from scheduler.quota_tree import QuotaTree
 
 from .builders import NOW
@@ -317,3 +320,25 @@ def test_the_quick_gang_check_agrees_with_placing_the_gang(snap):
     for job in snap.jobs:
         for pods in (job.pods, job.pods[:1] * 3):  # as drawn, and a gang of alike pods
             assert gang_fits(view, scope, pods) == (place_gang(view, scope, pods) is not None)
+
+
+@st.composite
+def many_alike(draw):
+    """A snapshot whose waiting jobs come in a few kinds with several jobs of each, as a long
+    queue does: the turns of later jobs can reuse earlier ones' outcomes."""
+    snap = draw(snapshots())
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    jobs = snap.jobs + tuple(
+        replace(j, job_id=f"{j.job_id}-{k}", submitted_at=j.submitted_at + timedelta(seconds=k),
+                priority=rng.choice((j.priority, rng.randint(1, 9))),
+                oversold_type=rng.choice((j.oversold_type, FORBIDDEN, ACCEPT, FORCE)))
+        for k in range(rng.randint(1, 5)) for j in snap.jobs)
+    return replace(snap, jobs=jobs)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(many_alike())
+def test_reusing_an_earlier_jobs_outcome_decides_exactly_as_trying_every_job(snap):
+    with mock.patch.object(Cycle, "_like_an_earlier_job", lambda self, tag, job, attempt: attempt(job)):
+        every_job_tried = plan(snap, NOW)
+    assert plan(snap, NOW) == every_job_tried

@@ -1,0 +1,176 @@
+"""The waiting jobs as the schedule cycle sees them, kept by the scheduler process between cycles.
+
+Reading every waiting job with its roles and pods each cycle, and rewriting their wait reasons,
+was most of a cycle's time and most of PostgreSQL's work once thousands of jobs waited
+(bench/kueue_baseline.py: 15,000 jobs, about 50 job-row updates each). So a cycle:
+
+  * reads the waiting jobs' (pk, job id, modified_at) only, and the details (roles, pods, the
+    time of the latest restart) of just the jobs it has not seen at that version. A waiting job
+    changes only through a save, which moves modified_at: a requeue (new pods, a restart), a new
+    priority. A job that left the queue and came back has a new modified_at too.
+  * writes a job's wait reason and queue position only when they changed since what this
+    process wrote (remembered once the cycle commits): a new reason code, a new job, or a
+    change at the head of its queue (the first POSITIONS_EXACT positions) at once; any other
+    change (a deeper position, new numbers in the same reason) at the next refresh, every
+    POSITIONS_REFRESH_S. The refresh compares with the stored rows themselves, so it also
+    repairs what another scheduler process or a rolled-back cycle left behind. Kueue refreshes
+    its pending-workload positions every 5 s too (QueueVisibility updateIntervalSeconds).
+
+Everything is checked against the database each cycle, so nothing here can make a decision on
+stale data: the memory only saves reading and writing what has not changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Max, TextField
+from django.db.models.functions import Cast
+
+import scheduler as s
+from jobs import bulk
+from jobs.models import Job, JobSpec, Pod, Source
+from jobs.states import WAITING, PodStatus
+
+POSITIONS_EXACT = 10
+POSITIONS_REFRESH_S = 5.0
+READ_CHUNK = 2000  # job pks per detail query (SQLite allows 32,766 parameters)
+SOURCES = {Source.QUOTA: s.SOURCE_QUOTA, Source.SPOT: s.SOURCE_SPOT, Source.PUBLIC: s.SOURCE_PAYG}
+
+
+@dataclass(eq=False)
+class _Entry:
+    pk: int
+    version: tuple[str, str]  # (job id, modified_at as text): a reused pk cannot match
+    job: s.PendingJob | None  # None: no pod waits to be placed
+    stored: tuple[str, str, int] | None = None  # (code, message, position) this process wrote
+
+
+class WaitingJobs:
+    """One per process that runs cycles (`scheduling.waiting`); cycles run one at a time (the
+    cycle lock), the lock here only guards against a caller outside a cycle."""
+
+    def __init__(self):
+        self._entries: dict[int, _Entry] = {}
+        self._by_job_id: dict[str, _Entry] = {}
+        self._refreshed_at: datetime | None = None
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries, self._by_job_id, self._refreshed_at = {}, {}, None
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def read(self) -> tuple[s.PendingJob, ...]:
+        """The pending jobs of the snapshot, in pk order: those with a pod waiting to be placed."""
+        with self._lock:
+            versions = {pk: (job_id, modified) for pk, job_id, modified in Job.objects.filter(
+                status__in=WAITING).values_list("pk", "job_id", Cast("modified_at", TextField()))}
+            entries = {pk: e for pk, e in self._entries.items() if versions.get(pk) == e.version}
+            for chunk in _chunks(sorted(pk for pk in versions if pk not in entries)):
+                entries.update((e.pk, e) for e in _read_details(chunk))
+            self._entries = dict(sorted(entries.items()))
+            self._by_job_id = {e.version[0]: e for e in self._entries.values()}
+            return tuple(e.job for e in self._entries.values() if e.job is not None)
+
+    # ---- writing reasons and positions -------------------------------------------------------
+
+    def store(self, waiting: tuple[s.WaitReason, ...], now: datetime) -> None:
+        """Write the wait reasons and positions that changed (see the module docstring)."""
+        with self._lock:
+            refresh = (self._refreshed_at is None or not
+                       timedelta(0) <= now - self._refreshed_at < timedelta(seconds=POSITIONS_REFRESH_S))
+            entries = [(self._entry(w.job_id), w) for w in waiting]
+            in_db = _stored_rows([e.pk for e, _ in entries if e is not None]) if refresh else {}
+            rows, written = [], []
+            for entry, w in entries:
+                if entry is None:
+                    continue
+                new = (w.code, w.message, w.position)
+                if refresh:
+                    write = in_db.get(entry.pk) != (w.message, w.position)
+                else:
+                    old = entry.stored
+                    write = old is None or old[0] != w.code or (
+                        old != new and min(old[2], w.position) <= POSITIONS_EXACT)
+                if write:
+                    rows.append((w.message, w.position, entry.pk))
+                if write or refresh:
+                    written.append((entry, new))
+            if refresh:
+                self._refreshed_at = now
+            # Only these two columns, and only while the job still waits (the status test is part
+            # of the update): a job stopped meanwhile keeps no stale reason.
+            statuses = tuple(str(w) for w in WAITING)
+            bulk.update_many(Job, ("wait_reason", "queue_position"), ("id",), rows,
+                             extra_where=f"status IN ({', '.join(['%s'] * len(statuses))})",
+                             extra_params=statuses)
+            transaction.on_commit(lambda: _remember(written))
+
+    def _entry(self, job_id: str) -> _Entry | None:
+        """A job of this cycle's snapshot; one the cycle did not read (a caller passing its own
+        reasons) is looked up."""
+        entry = self._by_job_id.get(job_id)
+        if entry is None:
+            found = Job.objects.filter(job_id=job_id, status__in=WAITING).values_list(
+                "pk", Cast("modified_at", TextField())).first()
+            if found is not None:
+                entry = self._by_job_id[job_id] = _Entry(found[0], (job_id, found[1]), None)
+        return entry
+
+
+def _remember(written: list[tuple[_Entry, tuple[str, str, int]]]) -> None:
+    for entry, stored in written:
+        entry.stored = stored
+
+
+def _chunks(pks: list[int]) -> list[list[int]]:
+    return [pks[i:i + READ_CHUNK] for i in range(0, len(pks), READ_CHUNK)]
+
+
+def _stored_rows(pks: list[int]) -> dict[int, tuple[str, int | None]]:
+    found = {}
+    for chunk in _chunks(pks):
+        found.update((pk, (reason, position)) for pk, reason, position in Job.objects.filter(
+            pk__in=chunk, status__in=WAITING).values_list("pk", "wait_reason", "queue_position"))
+    return found
+
+
+def _read_details(pks: list[int]) -> list[_Entry]:
+    """Entries for these waiting jobs: their rows, roles and unplaced pods (values, not models)."""
+    # A job AIMaster re-queued takes its place by the time of its latest restart, not its submit
+    # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
+    # that reclaimed its node, would take the freed node straight back and be preempted again.
+    jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).annotate(requeued_at=Max("restarts__at")).values_list(
+        "pk", "job_id", Cast("modified_at", TextField()), "requeued_at", "submitted_at", "created_at", "quota__name",
+        "workspace_id", "oversold_type", "priority", "source")
+    specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
+    for job, role, itype, limit, discount, on_demand in JobSpec.objects.filter(job_id__in=pks).values_list(
+            "job_id", "role", "spec__instance_type", "spot_price_limit", "spot_discount_limit",
+            "spec__on_demand_price_per_minute"):
+        specs[job][role] = (itype, JobSpec.bid(limit, discount, on_demand))
+    pods: dict[int, list[s.PodRequest]] = defaultdict(list)
+    for job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
+            job_id__in=pks, current=True, node__isnull=True, status=PodStatus.PENDING,
+    ).order_by("role", "index").values_list("job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
+        itype = specs[job][role][0] if role in specs[job] else None
+        pods[job].append(s.PodRequest(role, index, s.Resources(gpu, cpu_m, mem_mib), itype))
+    return [_Entry(row[0], (row[1], row[2]), _pending_job(row, specs[row[0]], pods[row[0]]) if pods[row[0]] else None)
+            for row in jobs]
+
+
+def _pending_job(row: tuple, specs: dict[str, tuple[str, Decimal | None]], pods: list[s.PodRequest]
+                 ) -> s.PendingJob:
+    _, job_id, _, requeued_at, submitted_at, created_at, quota, workspace, oversold, priority, source = row
+    bids = [bid for _, bid in specs.values() if bid is not None]
+    return s.PendingJob(
+        job_id, requeued_at or submitted_at or created_at, tuple(pods), quota, str(workspace), oversold, priority,
+        SOURCES.get(source, s.SOURCE_QUOTA),
+        min(bids) if source == Source.SPOT and bids else None,  # the gang pays its lowest bid
+    )

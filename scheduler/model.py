@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from .resources import Resources
+from .resources import Resources, total
 
 # Resource types of a quota or public pool.
 ECS = "ECS"
@@ -104,6 +104,15 @@ class PendingJob:
     priority: int = 1  # 1 .. 9, higher first
     source: str = SOURCE_QUOTA
     bid: Decimal | None = None  # spot: price limit per minute
+    # Derived once per job (a waiting job is planned again every cycle): the gang's total, and
+    # its shape, (instance type, sizes) of its pods sorted, which alike gangs share.
+    need: Resources = field(init=False, repr=False, compare=False)
+    shape: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "need", total(p.resources for p in self.pods))
+        object.__setattr__(self, "shape", tuple(sorted((p.instance_type or "", p.resources.as_tuple())
+                                                       for p in self.pods)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,6 @@ from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIN
 from .placement import FailedShapes, gang_fits, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
-from .resources import Resources, total
 from .spot import bid_problem, outbid_releases, releasable
 
 
@@ -118,8 +117,6 @@ class Cycle:
         self.preemptions: list[Preemption] = []
         self.waiting: dict[str, tuple] = {}  # job id -> (code, message, waiting_for)
         self.failed = FailedShapes()
-        self.shapes: dict[str, tuple] = {}
-        self.needs: dict[str, Resources] = {}
         self.reason_cache: dict[tuple, tuple[str, str]] = {}
         self.explained: dict[tuple, tuple[str, str]] = {}  # see _explain_quota_wait
         self.reclaim_candidates: dict[tuple, Candidates] = {}
@@ -173,7 +170,7 @@ class Cycle:
         if self._wait_for_capacity(job, scope, self._stock_candidates(), self._stock_reason):
             return
         code, msg = self._cached_reason(job, scope, "stock",
-                                        lambda: no_stock(self.view, scope, job, self._need(job),
+                                        lambda: no_stock(self.view, scope, job, job.need,
                                                          itype))
         self._wait(job, code, msg)
 
@@ -186,7 +183,7 @@ class Cycle:
         scope, itype = self._pool_scope(job)
         if not self._try_admit(job, scope, KIND_SPOT):
             code, msg = self._cached_reason(
-                job, scope, "stock", lambda: no_stock(self.view, scope, job, self._need(job),
+                job, scope, "stock", lambda: no_stock(self.view, scope, job, job.need,
                                                       itype))
             self._wait(job, code, msg)
 
@@ -306,7 +303,7 @@ class Cycle:
             return attempt(job)
         own, idle = self._quota_scopes(quota)
         versions = (own.version, idle.version, self.tree.version)
-        key = (tag, quota.id, self._shape(job), job.oversold_type, job.priority) + versions
+        key = (tag, quota.id, job.shape, job.oversold_type, job.priority) + versions
         found = self.outcomes.get(key)
         if found is not None:
             outcome, tried, wait = found
@@ -337,7 +334,7 @@ class Cycle:
         if job.oversold_type == FORCE:
             return LATER
         own, idle = self._quota_scopes(quota)
-        room = self.tree.short_quota(quota.id, self._need(job)) is None
+        room = self.tree.short_quota(quota.id, job.need) is None
         if room and self._try_admit(job, own, KIND_GUARANTEED):
             return ADMITTED
         self.own_tried.add(job.job_id)
@@ -361,7 +358,7 @@ class Cycle:
         in_quota, borrow = job.oversold_type != FORCE, job.oversold_type != FORBIDDEN
         # With the guarantee used up, reclaiming idle pods cannot help: only preempting the
         # quota's own lower-priority pods could.
-        room = self.tree.short_quota(quota.id, self._need(job)) is None
+        room = self.tree.short_quota(quota.id, job.need) is None
         if in_quota and room and not own_tried and self._try_admit(job, own, KIND_GUARANTEED):
             return True
         if borrow and self._try_admit(job, idle, KIND_IDLE):
@@ -418,7 +415,7 @@ class Cycle:
     def _explain_quota_wait(self, job, quota, own, idle, in_quota, borrow) -> None:
         # Jobs of one shape in one quota wait for the same reason until a node of either scope
         # or the quota usage changes; a cycle with thousands of waiting jobs has few of them.
-        key = (quota.id, self._shape(job), in_quota, borrow, own.version, idle.version,
+        key = (quota.id, job.shape, in_quota, borrow, own.version, idle.version,
                self.tree.version)
         found = self.explained.get(key)
         if found is None:
@@ -427,7 +424,7 @@ class Cycle:
         self._wait(job, *found)
 
     def _quota_wait_reason(self, job, quota, own, idle, in_quota, borrow) -> tuple[str, str]:
-        need = self._need(job)
+        need = job.need
         parts = []
         if in_quota:
             parts.append(quota_full(self.tree, quota.id, need) or self._cached_reason(
@@ -452,19 +449,6 @@ class Cycle:
 
     # ---- admitting, waiting, preempting ----------------------------------------------------
 
-    def _need(self, job: PendingJob) -> Resources:
-        need = self.needs.get(job.job_id)
-        if need is None:
-            need = self.needs[job.job_id] = total(p.resources for p in job.pods)
-        return need
-
-    def _shape(self, job: PendingJob) -> tuple:
-        shape = self.shapes.get(job.job_id)
-        if shape is None:
-            shape = self.shapes[job.job_id] = tuple(sorted(
-                (p.instance_type or "", p.resources.as_tuple()) for p in job.pods))
-        return shape
-
     def _try_admit(self, job: PendingJob, scope: Scope, kind: str) -> bool:
         """Admit the job on free capacity of `scope`, if it fits."""
         placed = self._place(job, scope)
@@ -475,25 +459,25 @@ class Cycle:
     def _fits(self, job: PendingJob, scope: Scope) -> bool:
         """Whether _try_admit would admit the job now (without choosing its nodes)."""
         key = (scope.key, "free")
-        if self.failed.known(key, self._shape(job)):
+        if self.failed.known(key, job.shape):
             return False
         if gang_fits(self.view, scope, job.pods):
             return True
-        self.failed.add(key, self._shape(job))
+        self.failed.add(key, job.shape)
         return False
 
     def _place(self, job: PendingJob, scope: Scope):
         """Nodes for the job on free capacity of `scope`, or None. Free capacity only shrinks
         during a cycle, so a shape that failed in a scope fails again: remember it and skip."""
         key = (scope.key, "free")
-        if self.failed.known(key, self._shape(job)):
+        if self.failed.known(key, job.shape):
             return None
-        need, free = self._need(job), scope.free
+        need, free = job.need, scope.free
         placed = None
         if need.gpu <= free[0] and need.cpu_m <= free[1] and need.mem_mib <= free[2]:
             placed = place_gang(self.view, scope, job.pods)
         if placed is None:
-            self.failed.add(key, self._shape(job))
+            self.failed.add(key, job.shape)
         return placed
 
     def _admit(self, job: PendingJob, placed, kind: str) -> None:
@@ -502,7 +486,7 @@ class Cycle:
                            for req, node in sorted(placed, key=lambda rn: (rn[0].role,
                                                                             rn[0].index)))
         if kind == KIND_GUARANTEED:
-            self.tree.add_usage(job.quota_id, self._need(job))
+            self.tree.add_usage(job.quota_id, job.need)
         quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))
@@ -514,7 +498,7 @@ class Cycle:
         the job waits this cycle, and while its victims terminate the next cycle finds them
         here and preempts nothing more.
         """
-        shape = self._shape(job)
+        shape = job.shape
         # A victim search that failed stays failed: a preemption since then only moved
         # capacity from candidates to releasing. A releasing-only fit may appear, though.
         victims_key = (scope.key, "victims", prio)
@@ -541,7 +525,7 @@ class Cycle:
     def _preempt_for(self, job, scope, candidates, reason, key):
         victims = find_victims(self.view, scope, job.pods, candidates)
         if not victims:
-            self.failed.add(key, self._shape(job))
+            self.failed.add(key, job.shape)
             return None
         for pod in victims:
             self._preempt(pod, reason(pod, job))
@@ -566,7 +550,7 @@ class Cycle:
         self.preemptions.append(Preemption(pod.pod_id, pod.job_id, pod.node, reason))
 
     def _cached_reason(self, job, scope: Scope, tag: str, compute) -> tuple[str, str]:
-        key = (scope.key, self._shape(job), tag, scope.version, job.quota_id)
+        key = (scope.key, job.shape, tag, scope.version, job.quota_id)
         found = self.reason_cache.get(key)
         if found is None:
             found = self.reason_cache[key] = compute()

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs import aimaster, bulk, dispatch, lifecycle
@@ -223,10 +224,12 @@ class _Validation:
         self._quota(req.quota_id)
 
     def _quota(self, quota_id: str) -> None:
-        quota = Quota.objects.filter(quota_id=quota_id).first()
+        # One query: the quota and whether it is bound to the workspace.
+        bound = Quota.workspaces.through.objects.filter(quota=OuterRef("pk"), workspace=self.workspace)
+        quota = Quota.objects.filter(quota_id=quota_id).annotate(bound=Exists(bound)).first()
         if quota is None:
             return self.error("quota_id", f"no quota with ResourceId {quota_id!r}")
-        if self.workspace is not None and not quota.workspaces.filter(pk=self.workspace.pk).exists():
+        if self.workspace is not None and not quota.bound:
             return self.error("quota_id", f"quota {quota.name} ({quota_id}) is not bound to workspace {self.workspace.name}")
         if quota.resource_type != self.req.resource_type:
             return self.error("quota_id", f"quota {quota.name} is of resource type {quota.resource_type}, "

@@ -158,7 +158,7 @@ def test_a_cycle_reads_a_waiting_job_once_and_again_only_after_it_changed(bob, c
     assert [j.job_id for j in build_snapshot(now).jobs] == [second.job_id]
 
 
-def test_deep_queue_positions_and_new_numbers_wait_for_the_refresh_the_head_and_new_reasons_do_not(
+def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_head_positions_do_not(
         bob, monkeypatch, django_capture_on_commit_callbacks):
     from jobs import scheduling, waiting
     from scheduler.decisions import WaitReason
@@ -182,18 +182,18 @@ def test_deep_queue_positions_and_new_numbers_wait_for_the_refresh_the_head_and_
     assert cycle_at(0, [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]  # first cycle: every position
     # Jobs ahead were admitted: a job that is or was at the head (<= 2) moves at once, a deep one later.
     assert cycle_at(1, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
-    assert cycle_at(4.9, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
-    assert cycle_at(5, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 3]  # POSITIONS_REFRESH_S later: all of them
-    # New numbers in the same reason: at once at the head, at the next refresh deeper down.
-    cycle_at(6, [1, 1, 1, 2, 3], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
-    assert reason(3).endswith("in use") and reason(4) == "Quota nlp-team is full"
-    cycle_at(10, [1, 1, 1, 2, 3], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
-    assert reason(4).endswith("in use")
+    assert cycle_at(9.9, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
+    assert cycle_at(10, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 3]  # POSITIONS_REFRESH_S later: all of them
+    # New numbers in the same reason wait for the refresh, at the head too.
+    cycle_at(11, [1, 1, 1, 2, 3], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
+    assert reason(3) == reason(4) == "Quota nlp-team is full"
+    cycle_at(20, [1, 1, 1, 2, 3], message="Quota nlp-team is full: 16 GPU of 16 GPU in use")
+    assert reason(3).endswith("in use") and reason(4).endswith("in use")
     # A new reason is written at once, whatever the position.
-    cycle_at(11, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")
+    cycle_at(21, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")
     assert reason(4) == "No idle capacity in cohort" and Job.objects.get(pk=jobs[4].pk).queue_position == 4
     # A row changed behind this process's back is repaired at the refresh.
     Job.objects.filter(pk=jobs[4].pk).update(wait_reason="stale", queue_position=9)
-    assert cycle_at(12, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 9
-    assert cycle_at(16, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 4
+    assert cycle_at(22, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 9
+    assert cycle_at(30, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 4
     assert reason(4) == "No idle capacity in cohort"

@@ -19,8 +19,7 @@ RETRY = dict(autoretry_for=(OperationalError,), retry_backoff=True, retry_backof
 
 @shared_task(name="jobs.tasks.schedule", ignore_result=True)
 def schedule() -> None:
-    scheduling.clear_request()  # before reading: a request from now on gets its own cycle
-    scheduling.run_cycle()
+    scheduling.run_paced_cycle()
 
 
 @shared_task(name="jobs.tasks.enforce_max_running_time", ignore_result=True)

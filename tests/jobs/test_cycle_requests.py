@@ -55,3 +55,23 @@ def test_the_schedule_task_clears_the_request_and_runs_a_cycle(flag, monkeypatch
     assert scheduling._claim_request()
     tasks.schedule.apply()
     assert ran == [1] and scheduling._claim_request()
+
+
+def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_second(monkeypatch):
+    clock, slept = [100.0], []
+    monkeypatch.setattr(scheduling.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(scheduling.time, "sleep", lambda s: (slept.append(round(s, 3)), clock.__setitem__(0, clock[0] + s)))
+    monkeypatch.setattr(scheduling, "clear_request", lambda: None)
+    monkeypatch.setattr(scheduling, "_rest_until", 0.0)
+
+    def cycle_taking(seconds):
+        monkeypatch.setattr(scheduling, "run_cycle", lambda: clock.__setitem__(0, clock[0] + seconds))
+        scheduling.run_paced_cycle()
+
+    cycle_taking(0.2)  # the first cycle does not wait
+    cycle_taking(2.0)  # after a 0.2 s cycle: rests 0.2 s
+    clock[0] += 0.1  # a request 0.1 s after a 2 s cycle: rests the 0.4 s left of 0.5
+    cycle_taking(0.01)
+    clock[0] += 1.0  # a request long after the last cycle: no rest
+    cycle_taking(0.01)
+    assert slept == [0.0, 0.2, 0.4, 0.0]

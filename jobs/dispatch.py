@@ -56,7 +56,11 @@ class Message:
 
 
 def queue_for(node: Node) -> str:
-    return SIMULATED_QUEUE if node.executor == Executor.SIMULATED else node.queue
+    return _queue(node.executor, node.name)
+
+
+def _queue(executor: str, node_name: str) -> str:
+    return SIMULATED_QUEUE if executor == Executor.SIMULATED else Node.queue_of(node_name)
 
 
 def master_port(job_id: str) -> int:
@@ -73,6 +77,21 @@ def start_messages(job: Job) -> list[Message]:
     return start_messages_for([job])
 
 
+@dataclass(frozen=True)
+class _BoundPod:
+    """What a start message says of a pod and its node: values, not models (a busy cycle
+    starts hundreds of pods, and loading them as models was a fifth of its time)."""
+
+    pod_id: str
+    role: str
+    index: int
+    incarnation: int
+    gpu_indices: list[int]
+    node: str
+    hostname: str
+    executor: str
+
+
 def start_messages_for(jobs: list[Job]) -> list[Message]:
     """start_messages of many jobs, in three queries whatever their number."""
     by_pk = {j.pk: j for j in jobs}
@@ -80,45 +99,44 @@ def start_messages_for(jobs: list[Job]) -> list[Message]:
     for job_id, role, command in JobSpec.objects.filter(job_id__in=by_pk).order_by("pk").values_list(
             "job_id", "role", "command"):
         roles[job_id].append((role, command))
-    pods: dict[int, list[Pod]] = {pk: [] for pk in by_pk}
-    # Only what a start message needs: loading whole pods and nodes (timestamps, GPU uuids) for
-    # the 600 pods of a busy cycle was a fifth of the cycle.
-    for pod in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).select_related("node").only(
-            "pod_id", "job_id", "role", "index", "incarnation", "gpu_indices", "node__name", "node__hostname",
+    pods: dict[int, list[_BoundPod]] = {pk: [] for pk in by_pk}
+    for job_id, *fields in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).values_list(
+            "job_id", "pod_id", "role", "index", "incarnation", "gpu_indices", "node__name", "node__hostname",
             "node__executor"):
-        pods[pod.job_id].append(pod)
+        pods[job_id].append(_BoundPod(*fields))
     messages = []
     for pk, job in by_pk.items():
         messages += _gang_start(job, pods[pk], roles[pk])
     return messages
 
 
-def _gang_start(job: Job, pods: list[Pod], roles: list[tuple[str, str]]) -> list[Message]:
+def _gang_start(job: Job, pods: list[_BoundPod], roles: list[tuple[str, str]]) -> list[Message]:
     order = {role: n for n, (role, _) in enumerate(roles)}
     pods = sorted(pods, key=lambda p: (order.get(p.role, len(order)), p.index))
     if not pods:
         return []
     commands = dict(roles)
-    master = pods[0].node.hostname or "127.0.0.1"
+    master = pods[0].hostname or "127.0.0.1"
     return [
         Message(START_POD, start_payload(job, pod, rank, len(pods), master, commands.get(pod.role) or ""),
-                queue_for(pod.node))
+                _queue(pod.executor, pod.node))
         for rank, pod in enumerate(pods)
     ]
 
 
-def start_payload(job: Job, pod: Pod, rank: int, world_size: int, master_addr: str, role_command: str) -> dict:
+def start_payload(job: Job, pod: _BoundPod, rank: int, world_size: int, master_addr: str, role_command: str
+                  ) -> dict:
     return {
-        "pod_id": pod.pod_id, "job_id": job.job_id, "node": pod.node.name, "role": pod.role,
+        "pod_id": pod.pod_id, "job_id": job.job_id, "node": pod.node, "role": pod.role,
         "index": pod.index, "incarnation": pod.incarnation,
         "command": role_command or job.user_command,
         "env": pod_env(job, pod, rank, world_size, master_addr),
-        "grace_s": job.termination_grace_s, "executor": pod.node.executor,
+        "grace_s": job.termination_grace_s, "executor": pod.executor,
         "max_running_time_s": job.max_running_time_minutes * 60 if job.max_running_time_minutes else None,
     }
 
 
-def pod_env(job: Job, pod: Pod, rank: int, world_size: int, master_addr: str) -> dict[str, str]:
+def pod_env(job: Job, pod: _BoundPod, rank: int, world_size: int, master_addr: str) -> dict[str, str]:
     gpus = ",".join(str(g) for g in pod.gpu_indices)
     # The platform's variables win over the job's envs of the same name.
     return {

@@ -153,7 +153,11 @@ class Node(models.Model):
     @property
     def queue(self) -> str:
         """The Celery queue this node's agent consumes."""
-        return f"agent.{self.name}"
+        return self.queue_of(self.name)
+
+    @staticmethod
+    def queue_of(name: str) -> str:
+        return f"agent.{name}"
 
     @property
     def pool_label(self) -> str:

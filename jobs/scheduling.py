@@ -223,9 +223,11 @@ def _admit_all(admissions: tuple[s.Admission, ...], now) -> list[dispatch.Messag
         return []
     nodes = dict(Node.objects.filter(name__in={p.node for a in admitted for p in a.placements})
                  .values_list("name", "pk"))
-    binds = [(nodes[pl.node], list(pl.gpu_indices), a.kind, now, jobs[a.job_id].pk, pl.role, pl.index)
+    # By pod pk, as this cycle's snapshot read them (jobs/waiting.py): matching (job, role, index)
+    # made PostgreSQL hash every unbound pod of the queue for each admission.
+    binds = [(nodes[pl.node], list(pl.gpu_indices), a.kind, now, waiting.pod_pks(a.job_id).get((pl.role, pl.index)))
              for a in admitted for pl in a.placements]
-    bound = bulk.update_many(Pod, ("node", "gpu_indices", "kind", "bound_at"), ("job", "role", "index"), binds,
+    bound = bulk.update_many(Pod, ("node", "gpu_indices", "kind", "bound_at"), ("id",), binds,
                               extra_where='"current" AND "node_id" IS NULL')
     if bound != len(binds):  # the snapshot and the rows disagree: roll the whole cycle back
         raise RuntimeError(f"{len(binds) - bound} admitted pods were not waiting to be bound")

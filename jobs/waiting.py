@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -50,6 +50,7 @@ class _Entry:
     pk: int
     version: tuple[str, str]  # (job id, modified_at as text): a reused pk cannot match
     job: s.PendingJob | None  # None: no pod waits to be placed
+    pods: dict[tuple[str, int], int] = field(default_factory=dict)  # (role, index) -> pod pk
     stored: tuple[str, str, int] | None = None  # (code, message, position) this process wrote
 
 
@@ -115,6 +116,11 @@ class WaitingJobs:
                              extra_params=statuses)
             transaction.on_commit(lambda: _remember(written))
 
+    def pod_pks(self, job_id: str) -> dict[tuple[str, int], int]:
+        """(role, index) -> pk of the job's unplaced pods, as the last read() saw them."""
+        entry = self._by_job_id.get(job_id)
+        return entry.pods if entry is not None else {}
+
     def _entry(self, job_id: str) -> _Entry | None:
         """A job of this cycle's snapshot; one the cycle did not read (a caller passing its own
         reasons) is looked up."""
@@ -158,12 +164,15 @@ def _read_details(pks: list[int]) -> list[_Entry]:
             "spec__on_demand_price_per_minute"):
         specs[job][role] = (itype, JobSpec.bid(limit, discount, on_demand))
     pods: dict[int, list[s.PodRequest]] = defaultdict(list)
-    for job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
+    pod_pks: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
+    for pk, job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
             job_id__in=pks, current=True, node__isnull=True, status=PodStatus.PENDING,
-    ).order_by("role", "index").values_list("job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
+    ).order_by("role", "index").values_list("pk", "job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
         itype = specs[job][role][0] if role in specs[job] else None
         pods[job].append(s.PodRequest(role, index, s.Resources(gpu, cpu_m, mem_mib), itype))
-    return [_Entry(row[0], (row[1], row[2]), _pending_job(row, specs[row[0]], pods[row[0]]) if pods[row[0]] else None)
+        pod_pks[job][role, index] = pk
+    return [_Entry(row[0], (row[1], row[2]), _pending_job(row, specs[row[0]], pods[row[0]]) if pods[row[0]] else None,
+                   pod_pks[row[0]])
             for row in jobs]
 
 

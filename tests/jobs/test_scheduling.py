@@ -197,3 +197,21 @@ def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_hea
     assert cycle_at(22, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 9
     assert cycle_at(30, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 4
     assert reason(4) == "No idle capacity in cohort"
+
+
+def test_a_cycle_whose_pods_changed_since_its_snapshot_rolls_back_and_binds_nothing(bob):
+    import pytest
+    from django.db import transaction
+
+    import scheduler as s
+    from jobs import scheduling
+
+    job = create_job(bob, make_request(pods=2))
+    now = timezone.now()
+    decisions = s.plan(build_snapshot(now), now)
+    assert decisions.admission(job.job_id) is not None
+    Pod.objects.filter(pk=job.pods.order_by("index").first().pk).update(current=False)  # replaced meanwhile
+    with pytest.raises(RuntimeError, match="1 admitted pods were not waiting to be bound"), transaction.atomic():
+        scheduling.apply(decisions, now)
+    assert not job.pods.filter(node__isnull=False).exists()
+    assert Job.objects.get(pk=job.pk).status == "Queuing"

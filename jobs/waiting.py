@@ -89,7 +89,7 @@ class WaitingJobs:
         with self._lock:
             refresh = (self._refreshed_at is None or not
                        timedelta(0) <= now - self._refreshed_at < timedelta(seconds=POSITIONS_REFRESH_S))
-            entries = [(self._entry(w.job_id), w) for w in waiting]
+            entries = [(self._by_job_id.get(w.job_id), w) for w in waiting]  # all from this cycle's read()
             in_db = _stored_rows([e.pk for e, _ in entries if e is not None]) if refresh else {}
             rows, written = [], []
             for entry, w in entries:
@@ -120,17 +120,6 @@ class WaitingJobs:
         """(role, index) -> pk of the job's unplaced pods, as the last read() saw them."""
         entry = self._by_job_id.get(job_id)
         return entry.pods if entry is not None else {}
-
-    def _entry(self, job_id: str) -> _Entry | None:
-        """A job of this cycle's snapshot; one the cycle did not read (a caller passing its own
-        reasons) is looked up."""
-        entry = self._by_job_id.get(job_id)
-        if entry is None:
-            found = Job.objects.filter(job_id=job_id, status__in=WAITING).values_list(
-                "pk", Cast("modified_at", TextField())).first()
-            if found is not None:
-                entry = self._by_job_id[job_id] = _Entry(found[0], (job_id, found[1]), None)
-        return entry
 
 
 def _remember(written: list[tuple[_Entry, tuple[str, str, int]]]) -> None:

@@ -108,12 +108,12 @@ def build_snapshot(now) -> s.Snapshot:
 
 def _nodes() -> tuple[s.Node, ...]:
     # Not-ready nodes are in the snapshot too (ready=False): their pods still hold capacity.
-    sizes: dict[tuple, s.Resources] = {}  # one object per instance type's size
+    specs = {spec.pk: (spec.instance_type, s.Resources(spec.gpu, spec.cpu_m, spec.memory_mib))
+             for spec in ResourceSpec.objects.all()}
     return tuple(
-        s.Node(name, itype, sizes.setdefault((gpu, cpu, mem), s.Resources(gpu, cpu * 1000, mem)), quota,
-               ready=status == NodeStatus.READY)
-        for name, itype, gpu, cpu, mem, quota, status in Node.objects.order_by("name").values_list(
-            "name", "spec__instance_type", "spec__gpu", "spec__cpu", "spec__memory_mib", "quota__name", "status")
+        s.Node(name, *specs[spec], quota, ready=status == NodeStatus.READY)
+        for name, spec, quota, status in Node.objects.order_by("name").values_list(
+            "name", "spec_id", "quota__name", "status")
     )
 
 

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
@@ -198,8 +199,11 @@ class ProcessExecutor:
 
     def _save_state(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({pid: p.state() for pid, p in self.pods.items()}))
+        # A temporary file of its own: a second writer of the same state file (an agent restarted
+        # while the old one still finishes a pod) must not rename ours away from under us.
+        fd, tmp = tempfile.mkstemp(dir=self.state_path.parent, prefix=self.state_path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({pid: p.state() for pid, p in self.pods.items()}))
         os.replace(tmp, self.state_path)
 
     def _load_state(self) -> dict:

@@ -73,3 +73,29 @@ def test_a_restarted_agent_kills_pod_processes_it_does_not_own(make_executor, tm
         assert orphan.wait(timeout=5) == -signal.SIGKILL
     finally:
         orphan.kill()
+
+
+def test_two_agents_saving_the_same_state_file_at_once_never_fail(make_executor):
+    # An agent restarted while the old one still finishes a pod: both rewrite the state file.
+    # With one shared temporary name, one writer's rename took the other's file away
+    # (FileNotFoundError in the pod's watcher thread, and its final report was lost).
+    import threading
+
+    (old, _), (new, _) = make_executor(), make_executor()
+    errors = []
+
+    def save(ex):
+        try:
+            for _ in range(200):
+                with ex._lock:
+                    ex._save_state()
+        except OSError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(ex,)) for ex in (old, new) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert old._load_state() == {}

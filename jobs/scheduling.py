@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 CYCLE_LOCK_KEY = 0x6F646C63
 COALESCE_S = 0.05
 REQUEST_TTL_S = 30
-waiting = WaitingJobs()  # this process's view of the queue, kept between cycles
+waiting_jobs = WaitingJobs()  # this process's view of the queue, kept between cycles
 RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}  # else Preempted
 
 
@@ -97,7 +97,7 @@ def _serialize_cycles() -> None:
 
 
 def build_snapshot(now) -> s.Snapshot:
-    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=waiting.read(),
+    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=waiting_jobs.read(),
                       markets=_markets(now))
 
 
@@ -184,7 +184,7 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
     for job_id, preemptions in sorted(by_job.items()):
         messages += _preempt(job_id, preemptions, now)
     messages += _admit_all(decisions.admissions, now)
-    waiting.store(decisions.waiting, now)
+    waiting_jobs.store(decisions.waiting, now)
     return messages
 
 
@@ -225,7 +225,7 @@ def _admit_all(admissions: tuple[s.Admission, ...], now) -> list[dispatch.Messag
                  .values_list("name", "pk"))
     # By pod pk, as this cycle's snapshot read them (jobs/waiting.py): matching (job, role, index)
     # made PostgreSQL hash every unbound pod of the queue for each admission.
-    binds = [(nodes[pl.node], list(pl.gpu_indices), a.kind, now, waiting.pod_pks(a.job_id).get((pl.role, pl.index)))
+    binds = [(nodes[pl.node], list(pl.gpu_indices), a.kind, now, waiting_jobs.pod_pks(a.job_id).get((pl.role, pl.index)))
              for a in admitted for pl in a.placements]
     bound = bulk.update_many(Pod, ("node", "gpu_indices", "kind", "bound_at"), ("id",), binds,
                               extra_where='"current" AND "node_id" IS NULL')

@@ -55,7 +55,7 @@ class _Entry:
 
 
 class WaitingJobs:
-    """One per process that runs cycles (`scheduling.waiting`); cycles run one at a time (the
+    """One per process that runs cycles (`scheduling.waiting_jobs`); cycles run one at a time (the
     cycle lock), the lock here only guards against a caller outside a cycle."""
 
     def __init__(self):

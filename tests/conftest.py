@@ -9,7 +9,7 @@ def fresh_scheduler_memory():
     """Each test starts with a scheduler process that has seen no cycle (jobs/waiting.py)."""
     from jobs import scheduling
 
-    scheduling.waiting.clear()
+    scheduling.waiting_jobs.clear()
 
 
 @pytest.fixture

@@ -169,8 +169,8 @@ def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_hea
 
     def cycle_at(seconds, positions, message="Quota nlp-team is full", code="QuotaFull"):
         with django_capture_on_commit_callbacks(execute=True):  # what was written is remembered on commit
-            scheduling.waiting.read()
-            scheduling.waiting.store(tuple(
+            scheduling.waiting_jobs.read()
+            scheduling.waiting_jobs.store(tuple(
                 WaitReason(j.job_id, "Queuing", code if n else "HeldBehindHead", message if n else "Queued behind x",
                            "quota:nlp", p)
                 for n, (j, p) in enumerate(zip(jobs, positions))), now + timedelta(seconds=seconds))

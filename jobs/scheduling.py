@@ -22,10 +22,10 @@ its task was lost; beat repairs anything else.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
-from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
 
@@ -76,10 +76,22 @@ def run_paced_cycle() -> s.Decisions:
 def run_cycle(now=None) -> s.Decisions:
     """One schedule cycle, applied in one transaction; messages go to the agents after commit."""
     now = now or timezone.now()
+    t = [time.perf_counter()]
     with transaction.atomic():
         _serialize_cycles()
-        decisions = s.plan(build_snapshot(now), now)
+        t.append(time.perf_counter())
+        snapshot = build_snapshot(now)
+        t.append(time.perf_counter())
+        decisions = s.plan(snapshot, now)
+        t.append(time.perf_counter())
         dispatch.send_on_commit(apply(decisions, now))
+        t.append(time.perf_counter())
+    t.append(time.perf_counter())
+    # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
+    level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
+    log.log(level, "cycle: %d waiting, %d admitted, %d preempted in %.3f s (lock %.3f, snapshot %.3f, plan %.3f, "
+            "apply %.3f, commit and send %.3f)", len(snapshot.jobs), len(decisions.admissions),
+            len(decisions.preemptions), t[-1] - t[0], *(b - a for a, b in itertools.pairwise(t)))
     return decisions
 
 
@@ -177,32 +189,34 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
 
     Preemptions first, so that the stop messages go out before the start messages.
     """
-    messages = []
-    by_job = defaultdict(list)
-    for p in decisions.preemptions:
-        by_job[p.job_id].append(p)
-    for job_id, preemptions in sorted(by_job.items()):
-        messages += _preempt(job_id, preemptions, now)
+    messages = _preempt_all(decisions.preemptions, now)
     messages += _admit_all(decisions.admissions, now)
     waiting_jobs.store(decisions.waiting, now)
     return messages
 
 
-def _preempt(job_id: str, preemptions: list[s.Preemption], now) -> list[dispatch.Message]:
-    # Lock order for every writer (cycle, reports, stop): the job row, then its pods. Touching the
-    # pods first could deadlock with a pod report for this job holding the job row.
-    job = Job.objects.select_for_update().get(job_id=job_id)
-    pods = {p.pod_id: p for p in Pod.objects.filter(pod_id__in=[x.pod_id for x in preemptions]).select_related("node")}
-    messages = []
-    for p in preemptions:
-        reason = RELEASES.get(p.reason.code, dispatch.PREEMPTED)
-        messages += dispatch.stop_pods([pods[p.pod_id]], reason, p.reason.message, job.termination_grace_s,
-                                       event="Resource Preempted")
-    if messages:
-        names = ", ".join(m.payload["pod_id"] for m in messages)
-        JobEvent.objects.create(job=job, at=now, type=JobEvent.Type.WARNING, reason=RELEASES.get(
-            preemptions[0].reason.code, dispatch.PREEMPTED),
-            message=f"Resource Preempted: {preemptions[0].reason.message} (pods {names})")
+def _preempt_all(preemptions: tuple[s.Preemption, ...], now) -> list[dispatch.Message]:
+    """Stop the preempted pods ("Resource Preempted"), one job event each naming its pods."""
+    if not preemptions:
+        return []
+    # Lock order for every writer (cycle, reports, stop): the job rows, then their pods. Touching
+    # the pods first could deadlock with a pod report for one of these jobs holding its job row.
+    jobs = {job_id: (pk, grace_s) for pk, job_id, grace_s in Job.objects.select_for_update().filter(
+        job_id__in={p.job_id for p in preemptions}).order_by("pk").values_list("pk", "job_id", "termination_grace_s")}
+    messages = dispatch.stop_many([
+        dispatch.Stop(p.pod_id, RELEASES.get(p.reason.code, dispatch.PREEMPTED), p.reason.message, jobs[p.job_id][1])
+        for p in preemptions], event="Resource Preempted")
+    stopped = {m.payload["pod_id"] for m in messages}
+    events = []
+    for job_id, group in itertools.groupby(sorted(preemptions, key=lambda p: p.job_id), key=lambda p: p.job_id):
+        group = list(group)
+        names = [p.pod_id for p in group if p.pod_id in stopped]
+        if names:
+            reason = group[0].reason
+            events.append(JobEvent(job_id=jobs[job_id][0], at=now, type=JobEvent.Type.WARNING,
+                                   reason=RELEASES.get(reason.code, dispatch.PREEMPTED),
+                                   message=f"Resource Preempted: {reason.message} (pods {', '.join(names)})"))
+    JobEvent.objects.bulk_create(events)
     return messages
 
 

@@ -2,15 +2,19 @@
 recorded, not sent), and small builders for requests and pod reports."""
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from bench import harness
 from jobs import dispatch, scheduling
 from jobs.services import JobRequest, RoleRequest
 
 NLP = "quota00000002"  # nlp-team: 2 nodes of 8 V100, bound to ml-research (alice owner, bob member)
 CV = "quota00000003"  # cv-team: 2 nodes of 8 V100, bound to vision-lab (alice owner)
 V100 = "ecs.gn6v-c8g1.16xlarge"
+T0 = timezone.now().replace(microsecond=0) + timedelta(hours=1)  # after every submission
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +71,24 @@ def reports(django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=True):
             return apply_reports(list(items), now)
     return apply
+
+
+@pytest.fixture
+def cluster(db):
+    """A quota of 80 one-GPU simulated nodes (bench/harness.py): (team, quota, spec)."""
+    team = harness.make_team("batch")
+    spec = harness.make_spec("sim.1gpu", 1)
+    quota = harness.make_quota(team, "batch")
+    harness.make_nodes(quota, spec, 80, "batch")
+    return team, quota, spec
+
+
+def bound_jobs(cluster, cycle, shapes: list[int]) -> list:
+    """One job of `cluster` per shape (its pod count), all bound by one cycle at T0 - 1 minute."""
+    team, quota, spec = cluster
+    jobs = [harness.submit(team, quota, spec, duration_s=1, pods=n) for n in shapes]
+    cycle(T0 - timedelta(minutes=1))
+    for job in jobs:
+        job.refresh_from_db()
+        assert job.status == "EnvPreparing"
+    return jobs

@@ -1,10 +1,12 @@
+import pytest
 from django.conf import settings
 
-from jobs.dispatch import master_port
+from jobs.dispatch import PREEMPTED, STOPPED, Stop, master_port, stop_many
 from jobs.dispatch import send as real_send  # before the autouse fixture replaces it
+from jobs.models import Pod, PodEvent
 from jobs.services import RoleRequest, create_job
 from quotas.models import Executor, Node
-from tests.jobs.conftest import V100, make_request
+from tests.jobs.conftest import V100, bound_jobs, make_request
 
 
 def role(name, pods):
@@ -83,3 +85,31 @@ def test_a_broker_error_loses_only_that_task(monkeypatch, caplog):
     real_send([dispatch.Message(dispatch.START_POD, {"pod_id": "a"}, "agent.down"),
                dispatch.Message(dispatch.START_POD, {"pod_id": "b"}, "agent.up")])
     assert tasks == ["agent.up"] and "could not send agent.start_pods for 1 pods (a, ...) to agent.down" in caplog.text
+
+
+def test_stopping_the_pods_of_many_jobs_takes_the_same_few_statements(cluster, cycle, django_assert_max_num_queries):
+    """A busy cycle preempts dozens of pods: three statements for any number (lock, claim, events)."""
+    jobs = bound_jobs(cluster, cycle, [1, 1] + [4] * 10)
+    few = [Stop(p.pod_id, PREEMPTED, "reclaimed by quota cv-team", 30) for job in jobs[:2] for p in job.pods.all()]
+    many = [Stop(p.pod_id, STOPPED, "Job stopped", 5) for job in jobs[2:] for p in job.pods.all()]
+    with django_assert_max_num_queries(3):
+        assert [m.payload["pod_id"] for m in stop_many(few, event="Resource Preempted")] == [s.pod_id for s in few]
+    with django_assert_max_num_queries(3):
+        messages = stop_many(many)
+    assert len(messages) == 40 and {(m.task, m.payload["reason"], m.payload["grace_s"]) for m in messages} == {
+        ("agent.stop_pods", STOPPED, 5)}
+    assert Pod.objects.filter(terminating=True).count() == 42
+    assert PodEvent.objects.filter(reason="Resource Preempted", type="Warning").count() == 2
+    assert PodEvent.objects.filter(reason="Stopping", type="Normal").count() == 40
+
+
+def test_a_pod_already_stopping_keeps_its_first_reason_and_gets_no_second_message(cluster, cycle):
+    (job,) = bound_jobs(cluster, cycle, [2])
+    first, second = job.pods.order_by("index")
+    assert len(stop_many([Stop(first.pod_id, PREEMPTED, "reclaimed", 30)])) == 1
+    messages = stop_many([Stop(first.pod_id, STOPPED, "Job stopped", 30), Stop(second.pod_id, STOPPED, "Job stopped", 30)])
+    assert [m.payload["pod_id"] for m in messages] == [second.pod_id]
+    first.refresh_from_db()
+    assert (first.reason_code, first.reason_message) == (PREEMPTED, "reclaimed")
+    with pytest.raises(ValueError, match="stop reason must be one of"):
+        Stop(first.pod_id, "Tired", "", 30)

@@ -3,37 +3,12 @@ at a time, end; in a number of statements that does not grow with the batch."""
 
 from datetime import timedelta
 
-import pytest
 from django.db import transaction
-from django.utils import timezone
 
-from bench import harness
 from jobs import lifecycle
 from jobs.lifecycle import apply_report, apply_reports
 from jobs.models import Pod
-from tests.jobs.conftest import report
-
-T0 = timezone.now().replace(microsecond=0) + timedelta(hours=1)  # after every submission
-
-
-@pytest.fixture
-def cluster(db):
-    team = harness.make_team("batch")
-    spec = harness.make_spec("sim.1gpu", 1)
-    quota = harness.make_quota(team, "batch")
-    harness.make_nodes(quota, spec, 80, "batch")
-    return team, quota, spec
-
-
-def bound_jobs(cluster, cycle, shapes: list[int]) -> list:
-    """One job per shape (its pod count), all bound by one cycle."""
-    team, quota, spec = cluster
-    jobs = [harness.submit(team, quota, spec, duration_s=1, pods=n) for n in shapes]
-    cycle(T0 - timedelta(minutes=1))
-    for job in jobs:
-        job.refresh_from_db()
-        assert job.status == "EnvPreparing"
-    return jobs
+from tests.jobs.conftest import T0, bound_jobs, report
 
 
 def pods_of(job) -> list[Pod]:

@@ -18,6 +18,7 @@ Jobs go in through `jobs.services.create_job`, the function the API and the cons
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -93,7 +94,7 @@ class Services:
 
     def start(self, *, report_threads: int = 2, heartbeat_s: int = 5) -> None:
         self.env["OPENDLC_HEARTBEAT_INTERVAL_S"] = str(heartbeat_s)
-        self._worker("scheduler", "scheduler", 1)
+        self._worker("scheduler", "scheduler", 1, loglevel="INFO")  # INFO: each cycle's timings
         self._worker("platform", "default", report_threads)
         self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated", "--concurrency", "2",
                                  "--loglevel", "WARNING"])
@@ -122,14 +123,29 @@ class Services:
             used[key] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
         return used
 
-    def cpu_report(self, since: float, children_s: float = 0.0) -> str:
+    def cpu_report(self, since: tuple[float, float], children_s: float = 0.0) -> str:
         """One line: CPU seconds per service, the submitters (`children_s`) and the whole machine
-        (every process, PostgreSQL and Redis included) since `since` (a machine_cpu_seconds())."""
+        (every process, PostgreSQL and Redis included) since `since` (a machine_cpu_seconds()),
+        and the time the hypervisor gave the machine's CPUs to others (steal): runs of one
+        benchmark on this shared machine differ most when that is high."""
         parts = [f"{k} {v:.0f}" for k, v in self.cpu_seconds().items()]
         if children_s:
             parts.append(f"submitters {children_s:.0f}")
-        return (f"CPU seconds: {', '.join(parts)}; whole machine {machine_cpu_seconds() - since:.0f} "
-                f"on {os.cpu_count()} cores")
+        busy, steal = (now - then for now, then in zip(machine_cpu_seconds(), since))
+        return (f"CPU seconds: {', '.join(parts)}; whole machine {busy:.0f} on {os.cpu_count()} cores, "
+                f"stolen by the hypervisor {steal:.0f}")
+
+    def cycle_report(self) -> str:
+        """One line: how many schedule cycles that admitted or preempted ran, and how long they took
+        (the scheduler's log; cycles that decided nothing log at DEBUG)."""
+        took = sorted(float(m.group(1)) for m in re.finditer(r"cycle: .* in ([0-9.]+) s",
+                                                                (self.var / "scheduler.log").read_text(errors="replace")))
+        if not took:
+            return "deciding schedule cycles: none logged"
+        def q(p):
+            return took[min(len(took) - 1, int(p * len(took)))]
+        return (f"deciding schedule cycles: {len(took)}, taking p50 {q(0.5):.3f} s, p90 {q(0.9):.3f} s, max {took[-1]:.3f} s, "
+                f"{sum(took):.0f} s in all")
 
     def close(self) -> None:
         for proc in self.processes.values():
@@ -169,13 +185,15 @@ class Services:
             time.sleep(interval)
 
 
-def machine_cpu_seconds() -> float:
-    """Busy CPU time of the whole machine so far (Linux /proc/stat: all but idle and iowait)."""
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, steal) CPU time of the whole machine so far (Linux /proc/stat: busy is all but idle,
+    iowait and steal; steal is time a virtual machine's CPUs were given to others)."""
     try:
         values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     except OSError:
-        return 0.0
-    return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values[:7]) - values[3] - values[4]) / tick, values[7] / tick
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:

@@ -118,7 +118,8 @@ def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, que
     services.wait(lambda: _unfinished(pks) == 0, f"all {len(pks)} jobs to finish", timeout=timeout_s, interval=0.5)
     cpu = services.cpu_report(cpu0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
                               + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
-    return {**figures(jobs, len(cluster.queues), submitted_s, max(lag for _, lag in done)), "cpu": cpu}
+    return {**figures(jobs, len(cluster.queues), submitted_s, max(lag for _, lag in done)), "cpu": cpu,
+            "cycles": services.cycle_report()}
 
 
 def _submit_part(plan: list[tuple[float, int, JobClass]], cluster: Cluster, t0: float
@@ -195,7 +196,7 @@ def report(r: dict) -> str:
     lines = [harness.table(rows, ("figure", "OpenDLC", "Kueue", "target")),
              f"jobs {r['jobs']}, succeeded {r['succeeded']}, preemption restarts {r['preemptions']}; "
              f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)",
-             r.get("cpu", "")]
+             r.get("cpu", ""), r.get("cycles", "")]
     return "\n".join(lines)
 
 

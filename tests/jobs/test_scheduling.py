@@ -158,23 +158,31 @@ def test_a_cycle_reads_a_waiting_job_once_and_again_only_after_it_changed(bob, c
     assert [j.job_id for j in build_snapshot(now).jobs] == [second.job_id]
 
 
+def store_at(capture, jobs, now, positions, message="Quota nlp-team is full", code="QuotaFull") -> list[int]:
+    """Store wait reasons for `jobs` at `now` as a cycle would (the first held behind the head);
+    returns their stored positions."""
+    from jobs import scheduling
+    from scheduler.decisions import WaitReason
+
+    with capture(execute=True):  # what was written is remembered on commit
+        scheduling.waiting_jobs.read()
+        scheduling.waiting_jobs.store(tuple(
+            WaitReason(j.job_id, "Queuing", code if n else "HeldBehindHead", message if n else "Queued behind x",
+                       "quota:nlp", p)
+            for n, (j, p) in enumerate(zip(jobs, positions))), now)
+    return [Job.objects.get(pk=j.pk).queue_position for j in jobs]
+
+
 def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_head_positions_do_not(
         bob, monkeypatch, django_capture_on_commit_callbacks):
-    from jobs import scheduling, waiting
-    from scheduler.decisions import WaitReason
+    from jobs import waiting
 
     monkeypatch.setattr(waiting, "POSITIONS_EXACT", 2)
     jobs = [create_job(bob, make_request()) for _ in range(5)]
     now = timezone.now()
 
-    def cycle_at(seconds, positions, message="Quota nlp-team is full", code="QuotaFull"):
-        with django_capture_on_commit_callbacks(execute=True):  # what was written is remembered on commit
-            scheduling.waiting_jobs.read()
-            scheduling.waiting_jobs.store(tuple(
-                WaitReason(j.job_id, "Queuing", code if n else "HeldBehindHead", message if n else "Queued behind x",
-                           "quota:nlp", p)
-                for n, (j, p) in enumerate(zip(jobs, positions))), now + timedelta(seconds=seconds))
-        return [Job.objects.get(pk=j.pk).queue_position for j in jobs]
+    def cycle_at(seconds, positions, **reason):
+        return store_at(django_capture_on_commit_callbacks, jobs, now + timedelta(seconds=seconds), positions, **reason)
 
     def reason(n):
         return Job.objects.get(pk=jobs[n].pk).wait_reason
@@ -197,6 +205,43 @@ def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_hea
     assert cycle_at(22, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 9
     assert cycle_at(30, [1, 1, 1, 2, 4], message="No idle capacity in cohort", code="NoIdleCapacity")[4] == 4
     assert reason(4) == "No idle capacity in cohort"
+
+
+def test_a_refresh_is_spread_over_cycles_a_chunk_of_jobs_each(bob, monkeypatch, django_capture_on_commit_callbacks):
+    from jobs import waiting
+
+    monkeypatch.setattr(waiting, "POSITIONS_EXACT", 0)  # no position is written at once
+    monkeypatch.setattr(waiting, "REFRESH_CHUNK", 2)
+    jobs = [create_job(bob, make_request()) for _ in range(5)]
+    now = timezone.now()
+
+    def cycle_at(seconds, positions):
+        return store_at(django_capture_on_commit_callbacks, jobs, now + timedelta(seconds=seconds), positions)
+
+    assert cycle_at(0, [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]  # new jobs: at once; a refresh begins
+    assert cycle_at(1, [11, 12, 13, 14, 15]) == [1, 2, 13, 14, 5]  # it goes on: the next two
+    assert cycle_at(2, [21, 22, 23, 24, 25]) == [1, 2, 13, 14, 25]  # and the last one
+    assert cycle_at(3, [31, 32, 33, 34, 35]) == [1, 2, 13, 14, 25]  # nothing until the next is due
+    assert cycle_at(10, [41, 42, 43, 44, 45]) == [41, 42, 13, 14, 25]
+    assert cycle_at(10.5, [51, 52, 53, 54, 55]) == [41, 42, 53, 54, 25]
+    assert cycle_at(11, [61, 62, 63, 64, 65]) == [41, 42, 53, 54, 65]
+
+
+def test_a_refresh_rewrites_a_deep_position_once_it_moved_by_more_than_a_tenth(
+        bob, monkeypatch, django_capture_on_commit_callbacks):
+    from jobs import waiting
+
+    monkeypatch.setattr(waiting, "POSITIONS_EXACT", 2)
+    jobs = [create_job(bob, make_request()) for _ in range(5)]
+    now = timezone.now()
+
+    def cycle_at(seconds, positions):
+        return store_at(django_capture_on_commit_callbacks, jobs, now + timedelta(seconds=seconds), positions)
+
+    assert cycle_at(0, [1, 2, 30, 40, 50]) == [1, 2, 30, 40, 50]
+    assert cycle_at(10, [1, 2, 28, 40, 44]) == [1, 2, 30, 40, 44]  # 30 -> 28 is within a tenth, 50 -> 44 not
+    assert cycle_at(20, [1, 2, 26, 37, 44]) == [1, 2, 26, 40, 44]
+    assert cycle_at(30, [1, 3, 26, 37, 44]) == [1, 3, 26, 40, 44]  # at the head: exact
 
 
 def test_a_cycle_whose_pods_changed_since_its_snapshot_rolls_back_and_binds_nothing(bob):

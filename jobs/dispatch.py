@@ -56,10 +56,6 @@ class Message:
     queue: str
 
 
-def queue_for(node: Node) -> str:
-    return _queue(node.executor, node.name)
-
-
 def _queue(executor: str, node_name: str) -> str:
     return SIMULATED_QUEUE if executor == Executor.SIMULATED else Node.queue_of(node_name)
 

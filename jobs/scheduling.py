@@ -3,7 +3,7 @@
     1. Serialize: one cycle at a time (PostgreSQL advisory transaction lock; SQLite's IMMEDIATE
        transaction), then read everything inside that transaction.
     2. Snapshot: Ready and not-ready nodes, the quota tree, pods holding capacity (bound, not yet
-       reported finished, and the ended pods of a gang still running: GANG_RELEASE_S), jobs waiting in Queuing/Bidding with their gangs (jobs/waiting.py keeps
+       reported finished), jobs waiting in Queuing/Bidding with their gangs (jobs/waiting.py keeps
        them between cycles and reads only what changed), market prices.
     3. plan(snapshot, now): pure, in scheduler/.
     4. Apply in the same transaction: preempt (pods terminating, "Resource Preempted" events),
@@ -36,7 +36,7 @@ from django.utils import timezone
 import scheduler as s
 from jobs import bulk, dispatch
 from jobs.models import Job, JobEvent, JobSpec, Pod, Source
-from jobs.states import WAITING, JobStatus, PodStatus
+from jobs.states import WAITING, JobStatus
 from jobs.waiting import WaitingJobs
 from quotas.models import Node, NodeStatus, Quota, ResourceSpec
 from scheduler.decisions import OUTBID, STOCK_SHORT
@@ -109,7 +109,7 @@ def _serialize_cycles() -> None:
 
 
 def build_snapshot(now) -> s.Snapshot:
-    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(now), jobs=waiting_jobs.read(),
+    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=waiting_jobs.read(),
                       markets=_markets(now))
 
 
@@ -140,26 +140,11 @@ def _quotas() -> tuple[s.Quota, ...]:
     )
 
 
-# A gang's capacity is released together (Kueue releases a workload's quota when the workload
-# finishes): a pod that ended while other pods of its job still run keeps holding its node, as a
-# terminating pod (never a victim), until its job's last pod ends or GANG_RELEASE_S has passed.
-# Freed pod by pod, the first nodes of a finishing 20-pod gang went to lower-priority jobs while a
-# higher-priority gang waited for the rest; it preempted them a moment later. In
-# bench/kueue_baseline.py 871 of 918 priority preemptions were of pods admitted that way.
-GANG_RELEASE_S = 5.0
-_POD_FIELDS = ("pod_id", "job__job_id", "node__name", "gpu", "cpu_m", "mem_mib", "kind", "started_at", "bound_at",
-               "created_at", "job__quota__name", "job__priority", "gpu_indices", "job__last_checkpoint_at",
-               "terminating", "job_id", "role")
-
-
-def _running_pods(now) -> tuple[s.RunningPod, ...]:
-    rows = list(Pod.objects.filter(node__isnull=False, status__in=dispatch.LIVE_STATUSES).order_by("pk")
-                .values_list(*_POD_FIELDS))
-    ended = Pod.objects.filter(
-        job_id__in={r[15] for r in rows}, current=True, node__isnull=False, status__in=(PodStatus.SUCCEEDED, PodStatus.FAILED),
-        finished_at__gte=now - timedelta(seconds=GANG_RELEASE_S),
-    ).order_by("pk").values_list(*_POD_FIELDS)
-    rows += [(*r[:14], True, *r[15:]) for r in ended]  # releasing with their gang
+def _running_pods() -> tuple[s.RunningPod, ...]:
+    rows = list(Pod.objects.filter(node__isnull=False, status__in=dispatch.LIVE_STATUSES).order_by("pk").values_list(
+        "pod_id", "job__job_id", "node__name", "gpu", "cpu_m", "mem_mib", "kind", "started_at", "bound_at",
+        "created_at", "job__quota__name", "job__priority", "gpu_indices", "job__last_checkpoint_at", "terminating",
+        "job_id", "role"))
     bids = _role_bids({r[15] for r in rows if r[6] == s.KIND_SPOT})
     return tuple(_running_pod(r, bids.get((r[15], r[16]))) for r in rows)
 

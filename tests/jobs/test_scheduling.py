@@ -2,12 +2,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from bench import harness
 from jobs.models import Job, JobEvent, Pod, PodEvent
 from jobs.scheduling import build_snapshot
 from jobs.services import create_job
 from quotas.models import Node, NodeStatus, Workspace
-from tests.jobs.conftest import CV, NLP, T0, bound_jobs, make_request, report
+from tests.jobs.conftest import CV, NLP, make_request, report
 
 
 def bound(job):
@@ -261,41 +260,3 @@ def test_a_cycle_whose_pods_changed_since_its_snapshot_rolls_back_and_binds_noth
         scheduling.apply(decisions, now)
     assert not job.pods.filter(node__isnull=False).exists()
     assert Job.objects.get(pk=job.pk).status == "Queuing"
-
-
-def test_a_gang_releases_its_nodes_together_when_its_last_pod_ends_or_after_gang_release_s(cluster, cycle):
-    """Freed pod by pod, the first nodes of a finishing gang would go to whatever waits, though the
-    rest of the gang frees the whole block a moment later (Kueue releases a workload's quota at once)."""
-    from jobs.lifecycle import apply_reports
-    from jobs.scheduling import GANG_RELEASE_S
-
-    team, quota, spec = cluster
-    (gang,) = bound_jobs(cluster, cycle, [80])
-    pods = list(gang.pods.order_by("index"))
-    waiting = harness.submit(team, quota, spec, duration_s=1, pods=40)
-
-    def finish(some, at):
-        apply_reports([report(p, "Succeeded", exit_code=0, at=at) for p in some], at)
-
-    finish(pods[:40], T0)
-    cycle(T0 + timedelta(seconds=1))
-    waiting.refresh_from_db()
-    assert waiting.status == "Queuing" and not waiting.pods.filter(node__isnull=False).exists()
-    cycle(T0 + timedelta(seconds=GANG_RELEASE_S + 1))  # the rest still runs, but the wait is over
-    waiting.refresh_from_db()
-    assert waiting.status == "EnvPreparing"
-
-
-def test_the_last_pod_of_a_gang_ending_frees_all_its_nodes_at_once(cluster, cycle):
-    from jobs.lifecycle import apply_reports
-
-    team, quota, spec = cluster
-    (gang,) = bound_jobs(cluster, cycle, [80])
-    pods = list(gang.pods.order_by("index"))
-    waiting = harness.submit(team, quota, spec, duration_s=1, pods=80)
-    apply_reports([report(p, "Succeeded", exit_code=0, at=T0) for p in pods[:40]], T0)
-    apply_reports([report(p, "Succeeded", exit_code=0, at=T0 + timedelta(seconds=1)) for p in pods[40:]],
-                  T0 + timedelta(seconds=1))
-    cycle(T0 + timedelta(seconds=2))
-    waiting.refresh_from_db()
-    assert waiting.status == "EnvPreparing"

@@ -342,6 +342,14 @@ class Cycle:
         # than borrow, or an idle job ahead in pass 2 could take the rest from under it.
         if room and self._wait_for_capacity(job, own):
             return WAITS
+        # Under priority preemption it takes its quota's own lower-priority pods before it
+        # borrows: left for pass 2, its quota's free capacity went to those lower-priority jobs in
+        # this pass, and when pass 2 found no idle fit after all it preempted them, cycle after
+        # cycle (the preemption storms of bench/kueue_baseline.py: thousands of restarts).
+        if quota.allow_priority_preemption and self._wait_for_capacity(
+                job, own, self._lower_priority_candidates(job, quota), self._reclaim_reason(quota),
+                ("own", job.priority)):
+            return WAITS
         if self._fits(job, idle):
             return LATER
         # Its idle try in there fails at once (remembered by _fits): no idle placement in pass 1.
@@ -389,6 +397,17 @@ class Cycle:
         if found is None:
             found = self.reclaim_candidates[key] = Candidates(
                 self.view, lambda p: self._may_preempt(p, job, quota),
+                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
+        return found
+
+    def _lower_priority_candidates(self, job: PendingJob, quota: Quota) -> Candidates:
+        """The quota's own guaranteed pods of lower priority than the job (no borrowers)."""
+        key = (quota.id, "own", job.priority)
+        found = self.reclaim_candidates.get(key)
+        if found is None:
+            found = self.reclaim_candidates[key] = Candidates(
+                self.view, lambda p: (p.kind == KIND_GUARANTEED and p.quota_id == quota.id
+                                      and p.priority < job.priority),
                 lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
         return found
 
@@ -492,11 +511,11 @@ class Cycle:
                                          placements))
 
     def _wait_for_capacity(self, job, scope, candidates=None, reason=None,
-                           prio: int = 0) -> bool:
+                           prio: object = 0) -> bool:
         """Reserve capacity that terminating pods will free; if that is not enough (and
         `candidates` are given), preempt the fewest victims that make the job fit. Either way
         the job waits this cycle, and while its victims terminate the next cycle finds them
-        here and preempts nothing more.
+        here and preempts nothing more. `prio` names the candidates in the failed-search memo.
         """
         shape = job.shape
         # A victim search that failed stays failed: a preemption since then only moved

@@ -216,3 +216,23 @@ def test_an_acceptable_lender_waits_for_its_own_terminating_capacity_rather_than
     d = plan(snapshot(LENDER_NODES, LENDER_TREE, pods, jobs), NOW)  # b1 is free
     assert d.admissions == ()
     assert d.wait_reason("lender").code == WAITING_FOR_TERMINATION
+
+
+def test_under_priority_preemption_a_job_takes_its_quotas_lower_priority_pods_before_it_borrows():
+    """Left to borrow in pass 2, it would leave its quota's free capacity to the lower-priority job
+    behind it in pass 1, and preempt that job as soon as borrowing failed (the storms of
+    bench/kueue_baseline.py). It preempts its own lower-priority pod and holds its quota's nodes."""
+    tree = [quota("root"), quota("q1", "root", allow_priority_preemption=True), quota("q2", "root")]
+    pods = [make_pod("low").on("n1").gpus(4).priority(1)]
+    jobs = [make_job("high").accept().gpus(8).priority(9).submitted(2),
+            make_job("next").accept().gpus(4).priority(1).submitted(1)]
+    d = plan(snapshot(NODES, tree, pods, jobs), NOW)  # n2 of q2 is free: "high" could borrow it
+    assert d.preempted_pod_ids() == ("low",) and d.wait_reason("high").code == WAITING_FOR_TERMINATION
+    assert "n1" not in {pl.node for a in d.admissions for pl in a.placements}  # the node "high" holds
+
+
+def test_without_priority_preemption_an_acceptable_job_still_borrows_before_it_waits():
+    tree = [quota("root"), quota("q1", "root"), quota("q2", "root")]
+    pods = [make_pod("low").on("n1").gpus(4).priority(1)]
+    d = plan(snapshot(NODES, tree, pods, [make_job("high").accept().gpus(8).priority(9)]), NOW)
+    assert d.preempted_pod_ids() == () and d.admission("high").kind == "idle"

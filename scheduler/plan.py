@@ -206,8 +206,9 @@ class Cycle:
 
         Pass 1 offers every queue's jobs In Quota placement only: Forbidden jobs get their
         whole turn (own nodes, else reclaim, else a wait reason); Acceptable jobs take their
-        own free capacity, or are left for pass 2 if idle capacity fits them now, or else get
-        their whole turn (rule 3: reclaim only when neither fits); Only-Idle jobs are left for
+        own free capacity, or (under priority preemption) their quota's lower-priority pods, or
+        are left for pass 2 if idle capacity fits them now, or else get their whole turn
+        (rule 3: reclaim only when neither fits); Only-Idle jobs are left for
         pass 2. Pass 2 offers the jobs left over idle placement (an Acceptable one that lost
         its idle fit to a job ahead of it reclaims on its own nodes, rule 4). Both passes take
         the queue heads in one fair order (`_head_key`).

@@ -193,7 +193,7 @@ def stop_many(stops: list[Stop], event: str = "Stopping") -> list[Message]:
 
 
 def live_pods(job: Job):
-    return Pod.objects.filter(job=job, node__isnull=False, status__in=LIVE_STATUSES).select_related("node")
+    return Pod.objects.filter(job=job, node__isnull=False, status__in=LIVE_STATUSES)
 
 
 def send(messages: list[Message]) -> None:

@@ -348,8 +348,8 @@ class Cycle:
         # this pass, and when pass 2 found no idle fit after all it preempted them, cycle after
         # cycle (the preemption storms of bench/kueue_baseline.py: thousands of restarts).
         if quota.allow_priority_preemption and self._wait_for_capacity(
-                job, own, self._lower_priority_candidates(job, quota), self._reclaim_reason(quota),
-                ("own", job.priority)):
+                job, own, self._reclaim_candidates(job, quota, borrowers=False),
+                self._reclaim_reason(quota), ("own", job.priority)):
             return WAITS
         if self._fits(job, idle):
             return LATER
@@ -391,31 +391,25 @@ class Cycle:
             found = self.quota_scopes[quota.id] = (own, idle)
         return found
 
-    def _reclaim_candidates(self, job: PendingJob, quota: Quota) -> Candidates:
-        """Shared by all jobs of the quota (of one priority, under priority preemption)."""
-        key = (quota.id, job.priority if quota.allow_priority_preemption else 0)
+    def _reclaim_candidates(self, job: PendingJob, quota: Quota,
+                            borrowers: bool = True) -> Candidates:
+        """Shared by all jobs of the quota (of one priority, under priority preemption);
+        borrowers=False: the quota's own lower-priority pods only."""
+        key = (quota.id, job.priority if quota.allow_priority_preemption else 0, borrowers)
         found = self.reclaim_candidates.get(key)
         if found is None:
             found = self.reclaim_candidates[key] = Candidates(
-                self.view, lambda p: self._may_preempt(p, job, quota),
+                self.view, lambda p: self._may_preempt(p, job, quota, borrowers),
                 lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
         return found
 
-    def _lower_priority_candidates(self, job: PendingJob, quota: Quota) -> Candidates:
-        """The quota's own guaranteed pods of lower priority than the job (no borrowers)."""
-        key = (quota.id, "own", job.priority)
-        found = self.reclaim_candidates.get(key)
-        if found is None:
-            found = self.reclaim_candidates[key] = Candidates(
-                self.view, lambda p: (p.kind == KIND_GUARANTEED and p.quota_id == quota.id
-                                      and p.priority < job.priority),
-                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
-        return found
-
-    def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota) -> bool:
-        """Idle pods past their quota's minimum runtime; with priority preemption also the
-        quota's own lower-priority guaranteed pods. Never anything else."""
+    def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota,
+                     borrowers: bool = True) -> bool:
+        """Idle pods past their quota's minimum runtime (unless not `borrowers`); with priority
+        preemption also the quota's own lower-priority guaranteed pods. Never anything else."""
         if pod.kind == KIND_IDLE:
+            if not borrowers:
+                return False
             owner = self.tree.quotas.get(pod.quota_id or "")
             min_runtime = timedelta(seconds=owner.min_runtime_s if owner else 0)
             return self.now - pod.started_at >= min_runtime

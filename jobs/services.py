@@ -117,7 +117,8 @@ def create_job(user, request: JobRequest, now=None) -> Job:
 
 def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
     """The job row is inserted already Queuing (Bidding for spot), its Creating -> Queuing step
-    recorded alongside: one insert instead of an insert and an update."""
+    recorded alongside: one insert instead of an insert and an update. The job, its history,
+    event, roles and pods go in as one family (bulk.insert_family: one statement on PostgreSQL)."""
     job = Job(
         job_id=new_job_id(), workspace_id=resolved["workspace"].pk, user=user, created_at=now,
         display_name=req.display_name.strip(), job_type=req.job_type, user_command=req.user_command,
@@ -130,26 +131,24 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
         ft_max_preemption_restarts=req.ft_max_preemption_restarts, submitted_at=now,
     )
     target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
-    submitted = bulk.transition(job, target, reason="JobSubmitted", message=f"Job submitted; status {target}", at=now)
-    job.save(force_insert=True)
-    bulk.record([submitted])
+    history, events = bulk.history_rows([bulk.transition(job, target, reason="JobSubmitted",
+                                                         message=f"Job submitted; status {target}", at=now)])
+    rows = [*history, *events]
     for role, spec in zip(req.roles, resolved["specs"]):
-        _store_role(job, role, spec, now)
+        rows += _role_rows(job, role, spec, now)
+    bulk.insert_family(job, rows)
     return job
 
 
-def _store_role(job: Job, role: RoleRequest, spec: ResourceSpec, now) -> None:
-    JobSpec.objects.create(
-        job=job, role=role.role, pod_count=role.pod_count, spec=spec, image=role.image, command=role.command,
+def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec, now) -> list[JobSpec | Pod]:
+    return [JobSpec(
+        role=role.role, pod_count=role.pod_count, spec=spec, image=role.image, command=role.command,
         spot_strategy=role.spot_strategy, spot_discount_limit=role.spot_discount_limit,
         spot_price_limit=role.spot_price_limit,
         spot_duration_hours=1 if role.spot_duration_hours is None else role.spot_duration_hours,
-    )
-    Pod.objects.bulk_create(
-        Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", job=job, role=role.role, index=i, incarnation=0,
-            cpu_m=spec.cpu_m, mem_mib=spec.memory_mib, gpu=spec.gpu, created_at=now)
-        for i in range(role.pod_count)
-    )
+    ), *(Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", role=role.role, index=i, incarnation=0,
+             cpu_m=spec.cpu_m, mem_mib=spec.memory_mib, gpu=spec.gpu, created_at=now)
+         for i in range(role.pod_count))]
 
 
 def new_job_id() -> str:

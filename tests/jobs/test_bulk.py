@@ -1,0 +1,67 @@
+"""jobs/bulk.insert_family: a job and its rows in one statement on PostgreSQL, every field as the
+ORM would store it, and all or nothing."""
+
+from decimal import Decimal
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from jobs import bulk
+from jobs.models import Job, JobEvent, JobSpec, Pod, StatusTransition
+from quotas.models import Membership, Quota, ResourceSpec
+from tests.jobs.conftest import NLP, V100
+
+
+def family(bob, job_id="dlcfamily0001", pod_ids=("p-0", "p-1")):
+    membership = Membership.objects.get(user=bob, is_default=True)
+    now = timezone.now()
+    job = Job(job_id=job_id, workspace_id=membership.workspace_id, user=bob, display_name="train",
+              user_command="python train.py", envs={"EPOCHS": "3", "NOTE": "ünïcode"}, priority=7,
+              quota=Quota.objects.get(quota_id=NLP), oversold_type="AcceptQuotaOverSold",
+              user_vpc={"VpcId": "vpc-1"}, max_running_time_minutes=90, status="Queuing", submitted_at=now)
+    history, events = bulk.history_rows([bulk.Transition(job, "Creating", "Queuing", "JobSubmitted", "submitted", now)])
+    spec = JobSpec(role="Worker", pod_count=len(pod_ids), spec=ResourceSpec.objects.get(instance_type=V100),
+                   image="pytorch:2.5", spot_discount_limit=Decimal("0.50"), spot_duration_hours=0)
+    pods = [Pod(pod_id=pod_id, role="Worker", index=i, cpu_m=64000, mem_mib=1024, gpu=8, gpu_indices=[i],
+                created_at=now) for i, pod_id in enumerate(pod_ids)]
+    return job, [*history, *events, spec, *pods]
+
+
+def stored(obj) -> dict:
+    """Every column of the row as read back, but the pk (and with it what the database assigns)."""
+    row = type(obj).objects.get(pk=obj.pk) if obj.pk else None
+    return {f.attname: getattr(row or obj, f.attname) for f in obj._meta.concrete_fields if not f.primary_key}
+
+
+def test_it_stores_every_field_as_given_in_one_statement_on_postgresql(bob):
+    job, children = family(bob)
+    given = [{f.attname: getattr(o, f.attname) for f in o._meta.concrete_fields if not f.primary_key}
+             for o in (job, *children)]
+    with CaptureQueriesContext(connection) as statements:
+        bulk.insert_family(job, children)
+    writes = [q["sql"] for q in statements.captured_queries if q["sql"].startswith(("INSERT", "WITH"))]
+    assert len(writes) == (1 if connection.vendor == "postgresql" else 5)
+    assert job.pk is not None and not job._state.adding
+    read = Job.objects.get(pk=job.pk)
+    assert {k: v for k, v in stored(read).items() if k != "modified_at"} == {
+        k: v for k, v in given[0].items() if k != "modified_at"}
+    assert read.modified_at is not None  # auto_now, set as save() sets it
+    for model, fk in ((StatusTransition, "job_id"), (JobEvent, "job_id"), (JobSpec, "job_id"), (Pod, "job_id")):
+        rows = [{f.attname: getattr(r, f.attname) for f in model._meta.concrete_fields if not f.primary_key}
+                for r in model.objects.filter(**{fk: job.pk}).order_by("pk")]
+        expected = [{**g, fk: job.pk} for o, g in zip((job, *children), given) if type(o) is model]
+        assert rows == expected, model.__name__
+
+
+def test_a_bad_child_stores_nothing_of_the_family(bob):
+    Job.objects.all().delete()
+    first, children = family(bob)
+    bulk.insert_family(first, children)
+    job, children = family(bob, job_id="dlcfamily0002", pod_ids=("p-2", "p-0"))  # p-0 is taken
+    with pytest.raises(IntegrityError), transaction.atomic():
+        bulk.insert_family(job, children)
+    assert list(Job.objects.values_list("job_id", flat=True)) == ["dlcfamily0001"]
+    assert sorted(Pod.objects.values_list("pod_id", flat=True)) == ["p-0", "p-1"]
+    assert JobEvent.objects.count() == StatusTransition.objects.count() == JobSpec.objects.count() == 1

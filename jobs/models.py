@@ -206,7 +206,7 @@ class Pod(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["job", "role", "index", "incarnation"]
+        ordering = ["job_id", "role", "index", "incarnation"]  # job_id: ["job"] joined jobs_job to order by its created_at
         constraints = [
             models.UniqueConstraint(fields=["pod_id"], name="unique_pod_id"),
             # Also the index of a job's pods (a job has a handful: no (job, current) index).
@@ -310,5 +310,5 @@ class PodLog(models.Model):
     received_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["pod", "offset"]
+        ordering = ["pod_id", "offset"]
         constraints = [models.UniqueConstraint(fields=["pod", "offset"], name="one_log_chunk_per_offset")]

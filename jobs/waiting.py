@@ -83,7 +83,7 @@ class WaitingJobs:
         """The pending jobs of the snapshot, in pk order: those with a pod waiting to be placed."""
         with self._lock:
             versions = {pk: (job_id, modified) for pk, job_id, modified in Job.objects.filter(
-                status__in=WAITING).values_list("pk", "job_id", Cast("modified_at", TextField()))}
+                status__in=WAITING).order_by().values_list("pk", "job_id", Cast("modified_at", TextField()))}
             entries = {pk: e for pk, e in self._entries.items() if versions.get(pk) == e.version}
             for chunk in _chunks(sorted(pk for pk in versions if pk not in entries)):
                 entries.update((e.pk, e) for e in _read_details(chunk))
@@ -164,7 +164,7 @@ def _stored_rows(pks: list[int]) -> dict[int, tuple[str, int | None]]:
     found = {}
     for chunk in _chunks(pks):
         found.update((pk, (reason, position)) for pk, reason, position in Job.objects.filter(
-            pk__in=chunk, status__in=WAITING).values_list("pk", "wait_reason", "queue_position"))
+            pk__in=chunk, status__in=WAITING).order_by().values_list("pk", "wait_reason", "queue_position"))
     return found
 
 
@@ -173,7 +173,7 @@ def _read_details(pks: list[int]) -> list[_Entry]:
     # A job AIMaster re-queued takes its place by the time of its latest restart, not its submit
     # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
     # that reclaimed its node, would take the freed node straight back and be preempted again.
-    jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).annotate(requeued_at=Max("restarts__at")).values_list(
+    jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).order_by().annotate(requeued_at=Max("restarts__at")).values_list(
         "pk", "job_id", Cast("modified_at", TextField()), "requeued_at", "submitted_at", "created_at", "quota__name",
         "workspace_id", "oversold_type", "priority", "source")
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)

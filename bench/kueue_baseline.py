@@ -30,6 +30,8 @@ of the queues' nominal capacity over the wall time (GPU-seconds bound to pods, b
 agent reported, over 20 GPUs x queues x wall: capacity held, as Kueue counts admitted quota), and
 the part of it the jobs' own run time fills (work over capacity x wall: the rest is capacity held
 while a pod is started, reported and freed); and the capacity bound (the work over the capacity).
+Then the two phases apart: the capacity held while jobs are being submitted, and after the last
+submission the backlog (jobs not finished yet), how fast it drained and the capacity held meanwhile.
 """
 
 from __future__ import annotations
@@ -166,16 +168,25 @@ def figures(jobs: list[tuple[int, str]], queues: int, submitted_s: float, lag_s:
     start = min(r[0] for r in rows.values())
     end = max(r[1] for r in rows.values())
     wall = (end - start).total_seconds()
-    held = sum(gpu * (fin - bound).total_seconds() for gpu, bound, fin in Pod.objects.filter(
-        job_id__in=pks, bound_at__isnull=False, finished_at__isnull=False).values_list("gpu", "bound_at", "finished_at"))
+    pods = [(gpu, (bound - start).total_seconds(), (fin - start).total_seconds()) for gpu, bound, fin in
+            Pod.objects.filter(job_id__in=pks, bound_at__isnull=False, finished_at__isnull=False).values_list(
+                "gpu", "bound_at", "finished_at")]
+    held = sum(gpu * (fin - bound) for gpu, bound, fin in pods)
     work = sum(c.gpus * c.duration_s * sum(1 for _, name in jobs if name == c.name) for c in CLASSES)
     capacity = QUOTA_GPUS * queues
+    # The two phases: while jobs are submitted, and the drain of what waits after the last one.
+    last = max(r[0] for r in rows.values())
+    split = (last - start).total_seconds()
+    held_before = sum(gpu * max(0.0, min(fin, split) - bound) for gpu, bound, fin in pods)
     result = {
         "jobs": len(jobs), "succeeded": sum(1 for r in rows.values() if r[2] == "Succeeded"),
         "preemptions": sum(r[3] for r in rows.values()),
         "wall_s": wall, "bound_s": work / capacity, "usage_pct": 100 * held / (capacity * wall),
         "work_pct": 100 * work / (capacity * wall),
         "submitted_s": submitted_s, "submit_lag_s": lag_s,
+        "split_s": split, "usage_submitting_pct": 100 * held_before / (capacity * split) if split else 0.0,
+        "usage_draining_pct": 100 * (held - held_before) / (capacity * (wall - split)) if wall > split else 0.0,
+        "backlog": sum(1 for r in rows.values() if r[1] > last),  # submitted, not finished, at the last submission
     }
     for cls in CLASSES:
         waits = [(admitted[pk] - rows[pk][0]).total_seconds() for pk, name in jobs if name == cls.name]
@@ -196,6 +207,9 @@ def report(r: dict) -> str:
     lines = [harness.table(rows, ("figure", "OpenDLC", "Kueue", "target")),
              f"jobs {r['jobs']}, succeeded {r['succeeded']}, preemption restarts {r['preemptions']}; "
              f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)",
+             f"capacity held while jobs were submitted (first {r['split_s']:.0f} s) {r['usage_submitting_pct']:.1f} %; "
+             f"then {r['backlog']} unfinished jobs drained in {r['wall_s'] - r['split_s']:.0f} s "
+             f"({r['backlog'] / max(1e-9, r['wall_s'] - r['split_s']):.0f} jobs/s), capacity held {r['usage_draining_pct']:.1f} %",
              r.get("cpu", ""), r.get("cycles", "")]
     return "\n".join(lines)
 

@@ -25,7 +25,12 @@ def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(
     assert r["wall_s"] >= r["bound_s"] > 0  # no run beats the work over the capacity
     assert 0 < r["work_pct"] <= r["usage_pct"] <= 100  # capacity held covers at least the run time
     assert all(r[f"{c}_s"] >= 0 for c in ("small", "medium", "large"))
-    assert "avg usage of nominal capacity" in kueue_baseline.report(r)
+    # the two phases split the run and its held capacity
+    assert 0 < r["split_s"] < r["wall_s"] and 0 < r["backlog"] <= r["jobs"]
+    assert 0 <= r["usage_submitting_pct"] <= 100 and 0 < r["usage_draining_pct"] <= 100
+    assert r["usage_submitting_pct"] * r["split_s"] + r["usage_draining_pct"] * (r["wall_s"] - r["split_s"]) == \
+        pytest.approx(r["usage_pct"] * r["wall_s"])
+    assert "avg usage of nominal capacity" in kueue_baseline.report(r) and "drained in" in kueue_baseline.report(r)
 
 
 def test_admission_throughput_binds_and_finishes_every_job(services):

@@ -112,8 +112,12 @@ def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, que
     connections.close_all()  # a forked child must not share the parent's connection
     t0 = time.monotonic()
     parts = [(plan[n::submitters], cluster, t0) for n in range(submitters)]
-    with multiprocessing.get_context("fork").Pool(submitters) as pool:
-        done = pool.starmap(_submit_part, parts)
+    pool = multiprocessing.get_context("fork").Pool(submitters)
+    done = pool.starmap(_submit_part, parts)
+    # close + join, not the with block's terminate(): a worker killed while it held the task
+    # queue's lock left another waiting on it forever, and the run hung after its last job.
+    pool.close()
+    pool.join()
     submitted_s = time.monotonic() - t0
     jobs = [job for part, _ in done for job in part]
     pks = [pk for pk, _ in jobs]

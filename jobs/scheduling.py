@@ -61,16 +61,23 @@ _rest_until = 0.0
 
 
 def run_paced_cycle() -> s.Decisions:
-    """The schedule task: rest (requests meanwhile join this cycle), then one cycle."""
+    """The schedule task: rest (requests meanwhile join this cycle), then one cycle. A cycle that
+    admitted every job it planned of a queue with more behind them (jobs/waiting.py QUEUE_DEPTH)
+    is followed by the next at once, without a rest: those may fit too."""
     global _rest_until
     time.sleep(max(0.0, _rest_until - time.monotonic()))
     clear_request()  # before reading: a request from now on gets its own cycle
     started = time.monotonic()
+    decisions = None
     try:
-        return run_cycle()
+        decisions = run_cycle()
+        return decisions
     finally:
         ended = time.monotonic()
         _rest_until = ended + min(PACE_MAX_S, ended - started)
+        if decisions is not None and waiting_jobs.window_admitted(decisions):
+            _rest_until = 0.0
+            request_cycle()
 
 
 def run_cycle(now=None) -> s.Decisions:
@@ -89,7 +96,7 @@ def run_cycle(now=None) -> s.Decisions:
     t.append(time.perf_counter())
     # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
     level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
-    log.log(level, "cycle: %d waiting, %d admitted, %d preempted in %.3f s (lock %.3f, snapshot %.3f, plan %.3f, "
+    log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (lock %.3f, snapshot %.3f, plan %.3f, "
             "apply %.3f, commit and send %.3f)", len(snapshot.jobs), len(decisions.admissions),
             len(decisions.preemptions), t[-1] - t[0], *(b - a for a, b in itertools.pairwise(t)))
     return decisions

@@ -158,6 +158,77 @@ def test_a_cycle_reads_a_waiting_job_once_and_again_only_after_it_changed(bob, c
     assert [j.job_id for j in build_snapshot(now).jobs] == [second.job_id]
 
 
+def test_a_cycle_plans_the_head_of_each_queue_and_places_the_rest_behind_it(bob, monkeypatch, cycle, reports):
+    from jobs import waiting
+
+    monkeypatch.setattr(waiting, "QUEUE_DEPTH", 1)
+    monkeypatch.setattr(waiting, "PLAN_BUDGET", 0)
+    running = create_job(bob, make_request(pods=2))  # both nodes of nlp-team
+    cycle()
+    jobs = [create_job(bob, make_request(priority=p)) for p in (1, 1, 5, 1)]
+    in_order = [jobs[2], jobs[0], jobs[1], jobs[3]]  # priority, then submit time
+
+    def rows():
+        return [Job.objects.get(pk=j.pk) for j in in_order]
+
+    decisions = cycle()
+    assert [w.job_id for w in decisions.waiting] == [jobs[2].job_id]  # only the head was planned
+    assert [j.queue_position for j in rows()] == [1, 2, 3, 4]
+    assert "nlp-team" in rows()[0].wait_reason
+    assert all("behind the jobs each schedule cycle considers first" in j.wait_reason for j in rows()[1:])
+    for pod in running.pods.all():
+        reports(report(pod, "Running"), report(pod, "Succeeded", exit_code=0))
+    # Two nodes are free, but the one job deeper than the depth is not backfilled this cycle ...
+    assert [a.job_id for a in cycle().admissions] == [jobs[2].job_id]
+    # ... it is the next, once it leads the queue.
+    assert [a.job_id for a in cycle().admissions] == [jobs[0].job_id]
+    assert [(j.status, j.queue_position) for j in rows()[2:]] == [("Queuing", 1), ("Queuing", 2)]
+
+
+def test_a_cycle_that_admits_every_job_it_planned_of_a_deeper_queue_is_followed_by_the_next_at_once(
+        bob, monkeypatch, cycle_requests, django_capture_on_commit_callbacks):
+    from jobs import scheduling, waiting
+
+    monkeypatch.setattr(waiting, "QUEUE_DEPTH", 1)
+    monkeypatch.setattr(waiting, "PLAN_BUDGET", 0)
+    monkeypatch.setattr(scheduling, "_rest_until", 0.0)
+    jobs = [create_job(bob, make_request()) for _ in range(3)]  # nlp-team has two nodes
+    cycle_requests.clear()
+
+    def paced_cycle():
+        with django_capture_on_commit_callbacks(execute=True):
+            return scheduling.run_paced_cycle()
+
+    assert [a.job_id for a in paced_cycle().admissions] == [jobs[0].job_id]
+    assert cycle_requests == [1] and scheduling._rest_until == 0.0  # no rest: the next one at once
+    assert [a.job_id for a in paced_cycle().admissions] == [jobs[1].job_id]
+    assert cycle_requests == [1, 1] and scheduling._rest_until == 0.0
+    assert paced_cycle().admissions == ()  # no node left: it rests, and asks for nothing
+    assert cycle_requests == [1, 1] and scheduling._rest_until > 0
+
+
+def test_a_single_long_queue_is_planned_to_its_share_of_the_budget(monkeypatch):
+    from datetime import datetime, timezone as tz
+
+    import scheduler as s
+    from jobs import waiting
+
+    monkeypatch.setattr(waiting, "QUEUE_DEPTH", 2)
+    monkeypatch.setattr(waiting, "PLAN_BUDGET", 6)
+    t0 = datetime(2026, 1, 1, tzinfo=tz.utc)
+
+    def job(n, quota, source=s.SOURCE_QUOTA):
+        return s.PendingJob(f"j{n:02d}", t0 + timedelta(seconds=n), (), quota, source=source)
+
+    one_queue = [job(n, "a") for n in range(8)]
+    planned, deeper = waiting._window(one_queue)
+    assert [j.job_id for j in planned] == [f"j{n:02d}" for n in range(6)]  # all of the budget: 6
+    assert [j.job_id for j in deeper["quota:a"]] == ["j06", "j07"]
+    four = [job(n, "abcd"[n % 4]) for n in range(16)] + [job(99, None, s.SOURCE_SPOT)]
+    planned, deeper = waiting._window(four)
+    assert len(planned) == 4 * 2 + 1 and sum(map(len, deeper.values())) == 8  # QUEUE_DEPTH each; spot all
+
+
 def store_at(capture, jobs, now, positions, message="Quota nlp-team is full", code="QuotaFull") -> list[int]:
     """Store wait reasons for `jobs` at `now` as a cycle would (the first held behind the head);
     returns their stored positions."""

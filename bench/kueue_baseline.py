@@ -213,7 +213,8 @@ def report(r: dict) -> str:
              f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)",
              f"capacity held while jobs were submitted (first {r['split_s']:.0f} s) {r['usage_submitting_pct']:.1f} %; "
              f"then {r['backlog']} unfinished jobs drained in {r['wall_s'] - r['split_s']:.0f} s "
-             f"({r['backlog'] / max(1e-9, r['wall_s'] - r['split_s']):.0f} jobs/s), capacity held {r['usage_draining_pct']:.1f} %",
+             f"({r['backlog'] / max(1e-9, r['wall_s'] - r['split_s']):.0f} jobs/s), "
+             f"capacity held {r['usage_draining_pct']:.1f} %",
              r.get("cpu", ""), r.get("cycles", "")]
     return "\n".join(lines)
 

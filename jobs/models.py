@@ -206,7 +206,8 @@ class Pod(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["job_id", "role", "index", "incarnation"]  # job_id: ["job"] joined jobs_job to order by its created_at
+        # job_id, not job: ordering by the job joined jobs_job into every pod query (its created_at)
+        ordering = ["job_id", "role", "index", "incarnation"]
         constraints = [
             models.UniqueConstraint(fields=["pod_id"], name="unique_pod_id"),
             # Also the index of a job's pods (a job has a handful: no (job, current) index).

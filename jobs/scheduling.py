@@ -96,8 +96,8 @@ def run_cycle(now=None) -> s.Decisions:
     t.append(time.perf_counter())
     # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
     level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
-    log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (lock %.3f, snapshot %.3f, plan %.3f, "
-            "apply %.3f, commit and send %.3f)", len(snapshot.jobs), len(decisions.admissions),
+    log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (lock %.3f, snapshot %.3f, "
+            "plan %.3f, apply %.3f, commit and send %.3f)", len(snapshot.jobs), len(decisions.admissions),
             len(decisions.preemptions), t[-1] - t[0], *(b - a for a, b in itertools.pairwise(t)))
     return decisions
 

@@ -24,12 +24,12 @@ was most of a cycle's time and most of PostgreSQL's work once thousands of jobs 
     (POSITIONS_MOVED): jobs admitted ahead shift every position behind them, and "4,512th"
     against "4,480th" tells a user nothing that justifies rewriting thousands of rows.
 
-  * plans only the first QUEUE_DEPTH waiting jobs of each quota's queue (or an equal share of
-    PLAN_BUDGET, if more), in the queue's order
-    (priority, then submit time): the others are not in the snapshot, and get a wait reason and
-    position from here. A cycle's cost grew with the whole backlog, and its length is the loop
-    every freed node waits on: in bench/kueue_baseline.py 10,000 waiting jobs made cycles of
-    0.4-0.6 s and the backlog drained at 128 jobs/s with 40 % of the capacity idle. Slurm's main
+  * plans only the head of each quota's queue, in the queue's order (priority, then submit
+    time): its first QUEUE_DEPTH jobs, or an equal share of PLAN_BUDGET if that is more. The
+    others are not in the snapshot, and get a wait reason and position from here. A cycle's
+    cost grew with the whole backlog, and its length is the loop every freed node waits on: in
+    bench/kueue_baseline.py 10,000 waiting jobs made cycles of 0.4-0.6 s and the backlog drained
+    at 128 jobs/s with 40 % of the capacity idle. Slurm's main
     scheduler tests the first default_queue_depth=100 jobs a pass; Kueue takes each queue's head.
     The cost: a job deeper than that in its queue is not backfilled this cycle, even if it would
     fit; it is planned once it moves up. When a cycle admits every planned job of such a queue,
@@ -231,7 +231,8 @@ def _read_details(pks: list[int]) -> list[_Entry]:
     # A job AIMaster re-queued takes its place by the time of its latest restart, not its submit
     # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
     # that reclaimed its node, would take the freed node straight back and be preempted again.
-    jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).order_by().annotate(requeued_at=Max("restarts__at")).values_list(
+    jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).order_by().annotate(
+        requeued_at=Max("restarts__at")).values_list(
         "pk", "job_id", Cast("modified_at", TextField()), "requeued_at", "submitted_at", "created_at", "quota__name",
         "workspace_id", "oversold_type", "priority", "source")
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)

@@ -29,13 +29,12 @@ was most of a cycle's time and most of PostgreSQL's work once thousands of jobs 
     others are not in the snapshot, and get a wait reason and position from here. A cycle's
     cost grew with the whole backlog, and its length is the loop every freed node waits on: in
     bench/kueue_baseline.py 10,000 waiting jobs made cycles of 0.4-0.6 s and the backlog drained
-    at 128 jobs/s with 40 % of the capacity idle. Slurm's main
-    scheduler tests the first default_queue_depth=100 jobs a pass; Kueue takes each queue's head.
-    The cost: a job deeper than that in its queue is not backfilled this cycle, even if it would
-    fit; it is planned once it moves up. When a cycle admits every planned job of such a queue,
-    the next cycle follows at once (scheduling.run_paced_cycle), so a free cluster still fills at
-    the rate of back-to-back cycles. Spot and pay-as-you-go jobs are all planned (the market ranks
-    every bid).
+    at 128 jobs/s with 40 % of the capacity idle. Slurm's main scheduler tests the first
+    default_queue_depth=100 jobs a pass; Kueue takes each queue's head. The cost: a job deeper
+    than that in its queue is not backfilled this cycle, even if it would fit; it is planned once
+    it moves up. When a cycle admits every planned job of such a queue, the next cycle follows at
+    once (scheduling.run_paced_cycle), so a free cluster still fills at the rate of back-to-back
+    cycles. Spot and pay-as-you-go jobs are all planned (the market ranks every bid).
 
 Everything is checked against the database each cycle, so nothing here can make a decision on
 stale data: the memory only saves reading and writing what has not changed.

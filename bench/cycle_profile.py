@@ -1,26 +1,55 @@
 """Profile one schedule cycle in-process: --waiting jobs of one pod each waiting for --nodes nodes.
 
 Run by hand:  python bench/cycle_profile.py [--waiting 10000] [--nodes 1000] [--top 25]
+              python bench/cycle_profile.py --kueue [--waiting 10000] [--cycles 20]
 (with DATABASE_URL for PostgreSQL; see bench/harness.py for the database).
+
+--kueue: the shape of bench/kueue_baseline.py's backlog instead: its 30 quotas of 20 one-GPU nodes
+under 5 cohorts, and --waiting jobs of its classes (1, 5 or 20 pods, in its proportions) spread
+over the quotas, so that every queue is deeper than a cycle plans.
 
 The jobs go in through jobs.services.create_job with cycle requests left out (no services run
 here). Then cycles run back to back in this process, each timed by step (snapshot, plan, apply),
-and the first is profiled with cProfile. Between cycles every bound pod is reported Succeeded
-through lifecycle.apply_reports, as the agent would, so each cycle has free nodes again.
+all but the first (which reads every job afresh) are profiled with cProfile. Between cycles every
+bound pod is reported Succeeded through lifecycle.apply_reports, as the agent would, so each cycle
+has free nodes again.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import pstats
 import time
 from unittest import mock
 
 try:
-    from bench import harness
+    from bench import harness, kueue_baseline
 except ImportError:  # run as a script
     import harness
+    import kueue_baseline
+
+
+class GcClock:
+    """Seconds spent in the cyclic garbage collector since `reset` (gc.callbacks), by generation."""
+
+    def __init__(self):
+        self.seconds, self.runs, self._began = [0.0, 0.0, 0.0], [0, 0, 0], 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds[info["generation"]] += time.perf_counter() - self._began
+            self.runs[info["generation"]] += 1
+
+    def reset(self) -> None:
+        self.seconds, self.runs = [0.0, 0.0, 0.0], [0, 0, 0]
+
+
+gc_clock = GcClock()
 
 
 def timed_cycle(now=None) -> dict:
@@ -31,6 +60,7 @@ def timed_cycle(now=None) -> dict:
     from jobs import scheduling
 
     now = now or timezone.now()
+    gc_clock.reset()
     t = [time.perf_counter()]
     with transaction.atomic():
         scheduling._serialize_cycles()
@@ -42,7 +72,8 @@ def timed_cycle(now=None) -> dict:
         t.append(time.perf_counter())
     t.append(time.perf_counter())
     return {"admitted": len(decisions.admissions), "snapshot": t[1] - t[0], "plan": t[2] - t[1],
-            "apply": t[3] - t[2], "commit": t[4] - t[3], "total": t[4] - t[0]}
+            "apply": t[3] - t[2], "commit": t[4] - t[3], "total": t[4] - t[0], "gc": sum(gc_clock.seconds),
+            "gc2": gc_clock.runs[2]}
 
 
 def finish_bound(now=None) -> float:
@@ -62,36 +93,59 @@ def finish_bound(now=None) -> float:
     return time.perf_counter() - t
 
 
+def kueue_backlog(waiting: int) -> None:
+    """bench/kueue_baseline.py's cluster, and `waiting` of its jobs in its class proportions,
+    round-robin over the quotas."""
+    from jobs.models import OversoldType
+
+    kb = kueue_baseline
+
+    cluster = kb.build(5, 6)
+    total = sum(c.count for c in kb.CLASSES)
+    with mock.patch("jobs.services.request_cycle"):
+        for cls in kb.CLASSES:
+            for n in range(round(waiting * cls.count / total)):
+                harness.submit(cluster.team, cluster.queues[n % len(cluster.queues)], cluster.spec,
+                               duration_s=cls.duration_s, pods=cls.gpus, priority=cls.priority,
+                               oversold=OversoldType.ACCEPT, name=cls.name, restart_on_preemption=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--waiting", type=int, default=10_000)
     parser.add_argument("--nodes", type=int, default=1_000)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--profile", default="", help="write the first cycle's cProfile stats here")
+    parser.add_argument("--profile", default="", help="write the cProfile stats of the cycles after the first here")
+    parser.add_argument("--kueue", action="store_true", help="the Kueue baseline's quotas and job classes")
     args = parser.parse_args()
     var = harness.configure("cycleprof")
-    team = harness.make_team("prof")
-    spec = harness.make_spec("sim.1gpu", 1)
-    quota = harness.make_quota(team, "prof")
-    harness.make_nodes(quota, spec, args.nodes, "prof")
     t = time.perf_counter()
-    harness.submit_quietly(team, quota, spec, args.waiting, duration_s=0.5, name="admit")
+    if args.kueue:
+        kueue_backlog(args.waiting)
+    else:
+        team = harness.make_team("prof")
+        spec = harness.make_spec("sim.1gpu", 1)
+        quota = harness.make_quota(team, "prof")
+        harness.make_nodes(quota, spec, args.nodes, "prof")
+        harness.submit_quietly(team, quota, spec, args.waiting, duration_s=0.5, name="admit")
     print(f"submitted {args.waiting} jobs in {time.perf_counter() - t:.1f} s")
 
+    # The first cycle reads every job afresh; the others are the steady state a busy scheduler
+    # lives in (jobs/waiting.py keeps what it read), and those are profiled.
+    rows = [timed_cycle()]
     profiler = cProfile.Profile()
-    profiler.enable()
-    first = timed_cycle()
-    profiler.disable()
-    rows = [first]
     for _ in range(args.cycles - 1):
         reports_s = finish_bound()
+        profiler.enable()
         rows.append({**timed_cycle(), "reports": reports_s})
-    print(harness.table([(n, r["admitted"], *(f"{r[k]:.3f}" for k in ("snapshot", "plan", "apply", "commit", "total")),
-                          f"{r['reports']:.3f}" if "reports" in r else "")
+        profiler.disable()
+    print(harness.table([(n, r["admitted"], *(f"{r[k]:.3f}" for k in ("snapshot", "plan", "apply", "commit", "total",
+                                                                      "gc")),
+                          r["gc2"], f"{r['reports']:.3f}" if "reports" in r else "")
                          for n, r in enumerate(rows, 1)],
                         ("cycle", "admitted", "snapshot s", "plan s", "apply s", "commit s", "total s",
-                         "reports before it s")))
+                         "of which in gc s", "full gcs", "reports before it s")))
     if args.profile:
         profiler.dump_stats(args.profile)
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.top)

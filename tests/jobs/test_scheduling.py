@@ -185,6 +185,27 @@ def test_a_cycle_plans_the_head_of_each_queue_and_places_the_rest_behind_it(bob,
     assert [(j.status, j.queue_position) for j in rows()[2:]] == [("Queuing", 1), ("Queuing", 2)]
 
 
+def test_a_cycle_builds_no_reason_for_a_job_deep_in_its_queue_that_it_would_not_rewrite(bob, monkeypatch, cycle):
+    from jobs import waiting
+
+    monkeypatch.setattr(waiting, "QUEUE_DEPTH", 1)
+    monkeypatch.setattr(waiting, "PLAN_BUDGET", 0)
+    monkeypatch.setattr(waiting, "POSITIONS_EXACT", 2)
+    create_job(bob, make_request(pods=2))  # both nodes of nlp-team
+    cycle()
+    jobs = [create_job(bob, make_request()) for _ in range(5)]
+    cycle()  # new jobs: every reason and position written
+    assert [Job.objects.get(pk=j.pk).queue_position for j in jobs] == [1, 2, 3, 4, 5]
+    built = []
+    deeper = waiting.WaitingJobs._deeper_reasons
+    monkeypatch.setattr(waiting.WaitingJobs, "_deeper_reasons",
+                        lambda self, *args: built.append(found := deeper(self, *args)) or found)
+    cycle()  # nothing moved; no refresh is due within POSITIONS_REFRESH_S
+    # Only the deep job at an exact position (<= 2) gets a reason to compare; the rest keep theirs.
+    assert [(entry.pk, w.position) for entry, w in built[0]] == [(jobs[1].pk, 2)]
+    assert [Job.objects.get(pk=j.pk).queue_position for j in jobs] == [1, 2, 3, 4, 5]
+
+
 def test_a_cycle_that_admits_every_job_it_planned_of_a_deeper_queue_is_followed_by_the_next_at_once(
         bob, monkeypatch, cycle_requests, django_capture_on_commit_callbacks):
     from jobs import scheduling, waiting

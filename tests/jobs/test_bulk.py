@@ -62,3 +62,15 @@ def test_a_bad_child_stores_nothing_of_the_family(bob):
     assert list(Job.objects.values_list("job_id", flat=True)) == ["dlcfamily0001"]
     assert sorted(Pod.objects.values_list("pod_id", flat=True)) == ["p-0", "p-1"]
     assert JobEvent.objects.count() == StatusTransition.objects.count() == JobSpec.objects.count() == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one statement is PostgreSQL's")
+def test_the_statement_is_built_once_for_a_set_of_models_and_a_second_family_still_gets_its_own_values(bob):
+    bulk._family_statement.cache_clear()
+    first, children = family(bob)
+    bulk.insert_family(first, children)
+    job, children = family(bob, job_id="dlcfamily0002", pod_ids=("p-2", "p-3", "p-4"))  # more pods: same text
+    bulk.insert_family(job, children)
+    assert bulk._family_statement.cache_info().misses == 1
+    assert sorted(Pod.objects.filter(job=job).values_list("pod_id", flat=True)) == ["p-2", "p-3", "p-4"]
+    assert list(Pod.objects.filter(job=first).order_by("index").values_list("pod_id", flat=True)) == ["p-0", "p-1"]

@@ -8,6 +8,9 @@ Run by hand:  python bench/cycle_profile.py [--waiting 10000] [--nodes 1000] [--
 under 5 cohorts, and --waiting jobs of its classes (1, 5 or 20 pods, in its proportions) spread
 over the quotas, so that every queue is deeper than a cycle plans.
 
+The cycles run with the garbage collector set as a worker sets it at start (console/celery.py);
+--python-gc keeps CPython's defaults, to see what that setting saves.
+
 The jobs go in through jobs.services.create_job with cycle requests left out (no services run
 here). Then cycles run back to back in this process, each timed by step (snapshot, plan, apply),
 all but the first (which reads every job afresh) are profiled with cProfile. Between cycles every
@@ -118,6 +121,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--profile", default="", help="write the cProfile stats of the cycles after the first here")
     parser.add_argument("--kueue", action="store_true", help="the Kueue baseline's quotas and job classes")
+    parser.add_argument("--python-gc", action="store_true",
+                        help="keep CPython's garbage collector settings, not the ones a worker sets at start")
     args = parser.parse_args()
     var = harness.configure("cycleprof")
     t = time.perf_counter()
@@ -131,6 +136,10 @@ def main() -> None:
         harness.submit_quietly(team, quota, spec, args.waiting, duration_s=0.5, name="admit")
     print(f"submitted {args.waiting} jobs in {time.perf_counter() - t:.1f} s")
 
+    if not args.python_gc:
+        from console.celery import _tune_gc
+
+        _tune_gc()  # as the scheduler worker does at start (console/celery.py)
     # The first cycle reads every job afresh; the others are the steady state a busy scheduler
     # lives in (jobs/waiting.py keeps what it read), and those are profiled.
     rows = [timed_cycle()]
@@ -146,6 +155,10 @@ def main() -> None:
                          for n, r in enumerate(rows, 1)],
                         ("cycle", "admitted", "snapshot s", "plan s", "apply s", "commit s", "total s",
                          "of which in gc s", "full gcs", "reports before it s")))
+    steady = rows[1:]
+    if steady:
+        print(f"cycles after the first: mean {sum(r['total'] for r in steady) / len(steady):.3f} s, of which in gc "
+              f"{sum(r['gc'] for r in steady) / len(steady):.3f} s; {sum(r['gc2'] for r in steady)} full collections")
     if args.profile:
         profiler.dump_stats(args.profile)
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.top)

@@ -152,8 +152,8 @@ def _family_sql(parent: models.Model, groups: dict[type, list[models.Model]]) ->
 @functools.cache
 def _family_statement(parent: type, children: tuple[type, ...]) -> tuple[str, list, list[list]]:
     """_family_sql's text for these models, with the parent's columns and each child model's, in
-    the order of their parameters. Cached: building it (column types, quoting) was a fifth of
-    create_job's client CPU, and it is the same for every job."""
+    the order of their parameters. Cached: it is the same for every job, and building it (column
+    types, quoting) took about 0.5 ms of a 5-pod create_job's 3.5-5 ms of client CPU."""
     q, pk = connection.ops.quote_name, connection.ops.quote_name(parent._meta.pk.column)
     fields = _inserted(parent._meta, None)
     sql = [f"WITH p AS (INSERT INTO {q(parent._meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "

@@ -20,11 +20,12 @@ except ConfigError as exc:
 # CPython's cyclic garbage collector, as every worker sets it at start (web processes keep the
 # defaults). A schedule cycle with 10,000 waiting jobs builds hundreds of thousands of short-lived
 # rows and tuples; with the default thresholds (700, 10, 10) they set off a collection of the
-# young generations every few hundred objects and a full one every other cycle, 0.17 s each:
-# about a third of the cycle (bench/cycle_profile.py --kueue). So what the worker loaded at start
-# (Django, Celery, the modules) is frozen out of the collector's scans, and a collection waits for
-# 50,000 new objects. Nearly all of them are freed by reference counting long before that; only
-# garbage in reference cycles waits longer to be freed.
+# young generations every few hundred objects and a full one every second or third cycle, 0.11-
+# 0.19 s each: a sixth to a quarter of the mean cycle (bench/cycle_profile.py --kueue --python-gc
+# against without). So what the worker loaded at start (Django, Celery, the modules) is frozen
+# out of the collector's scans, and a collection waits for 50,000 new objects. Nearly all of them
+# are freed by reference counting long before that; only garbage in reference cycles waits longer
+# to be freed.
 GC_THRESHOLDS = (50_000, 20, 10)
 
 app = Celery("opendlc")

@@ -1,5 +1,6 @@
 """Jobs as a DLC CreateJob request describes them, their roles, pods, events and history."""
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
@@ -136,12 +137,20 @@ class Job(models.Model):
 
 
 class JobSpec(models.Model):
-    """One role of a job (Worker, Master, PS, ...): how many pods, on which instance type, and the bid."""
+    """One role of a job (Worker, Master, PS, ...): how many pods, on which instance type, and the bid.
+
+    A role of a Resource Quota job may give its pods' resources instead of an instance type (PAI's
+    ResourceConfig: GPUs, vCPUs, memory per pod). Such pods take part of a node: the scheduler packs
+    them onto any node of the quota's scope with room (best fit)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="specs", db_index=False)
     role = models.CharField(max_length=32, default="Worker")
     pod_count = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
-    spec = models.ForeignKey(ResourceSpec, on_delete=models.PROTECT, related_name="+")
+    spec = models.ForeignKey(ResourceSpec, on_delete=models.PROTECT, related_name="+", null=True, blank=True,
+                             help_text="Empty: the pods' resources are the role's own (cpu, memory_mib, gpu).")
+    cpu = models.PositiveIntegerField(null=True, blank=True, help_text="vCPU cores per pod, without an instance type")
+    memory_mib = models.PositiveIntegerField(null=True, blank=True)
+    gpu = models.PositiveIntegerField(null=True, blank=True)
     image = models.CharField(max_length=512)
     command = models.TextField(blank=True, help_text="Empty: the job's command.")
     spot_strategy = models.CharField(max_length=32, blank=True)
@@ -150,14 +159,28 @@ class JobSpec(models.Model):
     spot_duration_hours = models.PositiveSmallIntegerField(default=1, help_text="Protection period: 0 or 1 hour")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["job", "role"], name="one_spec_per_role")]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "role"], name="one_spec_per_role"),
+            models.CheckConstraint(name="instance_type_or_resources", condition=(
+                Q(spec__isnull=False, cpu__isnull=True, memory_mib__isnull=True, gpu__isnull=True)
+                | Q(spec__isnull=True, cpu__isnull=False, memory_mib__isnull=False, gpu__isnull=False))),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.role} × {self.pod_count} {self.spec}"
+        return f"{self.role} × {self.pod_count} {self.shape}"
+
+    @property
+    def shape(self) -> "PodShape":
+        """What each pod of the role takes: its instance type's resources, or the role's own."""
+        if self.spec_id is not None:
+            return PodShape(self.spec.cpu, self.spec.memory_mib, self.spec.gpu, self.spec.instance_type)
+        return PodShape(self.cpu, self.memory_mib, self.gpu)
 
     @property
     def bid_price(self) -> Decimal | None:
         """The most this role pays per node-minute, or None when it does not bid."""
+        if self.spec_id is None:  # custom resources: only on a quota, which takes no bids
+            return None
         return self.bid(self.spot_price_limit, self.spot_discount_limit, self.spec.on_demand_price_per_minute)
 
     @staticmethod
@@ -168,6 +191,22 @@ class JobSpec(models.Model):
         if discount_limit is not None:
             return (discount_limit * on_demand).quantize(Decimal("0.000001"))
         return None
+
+
+@dataclass(frozen=True)
+class PodShape:
+    cpu: int  # cores
+    memory_mib: int
+    gpu: int
+    instance_type: str = ""  # empty: custom resources (ResourceConfig), part of a node
+
+    @property
+    def cpu_m(self) -> int:
+        return self.cpu * 1000
+
+    def __str__(self) -> str:
+        amounts = f"{self.gpu} GPU, {self.cpu} vCPU, {self.memory_mib // 1024} GiB"
+        return self.instance_type or amounts
 
 
 class PodKind(models.TextChoices):

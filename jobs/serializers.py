@@ -16,7 +16,7 @@ from django.utils import timezone
 from console.api import params
 from console.api.errors import invalid
 from jobs.models import Job, JobSpec, OversoldType, Pod, RestartRecord, Source
-from jobs.services import JobRequest, RoleRequest
+from jobs.services import JobRequest, PodResources, RoleRequest
 from jobs.states import JobStatus
 from quotas.models import Quota, ResourceSpec, ResourceType
 from spot.bids import as_decimal
@@ -94,12 +94,52 @@ def _role(i: int, spec: dict) -> RoleRequest:
         role=spec.get("Type") or "Worker",
         pod_count=spec["PodCount"] if params.given(spec.get("PodCount")) else 1,
         instance_type=spec.get("EcsSpec") or "",
+        resources=_resource_config(i, spec.get("ResourceConfig")),
         image=spec.get("Image") or "",
         command=spec.get("UserCommand") or "",
         spot_strategy=spot.get("SpotStrategy") or "",
         spot_discount_limit=_number(spot.get("SpotDiscountLimit")),
         spot_price_limit=_number(spot.get("SpotPriceLimit")),
     )
+
+
+def _resource_config(i: int, value) -> PodResources | None:
+    """ResourceConfig {GPU, CPU, Memory} as PodResources; amounts that are not whole numbers are
+    passed on for the validator to name. GPUType and SharedMemory are refused: custom pods go to
+    any node of the quota with room (an EcsSpec pins a type), and the executors set no /dev/shm."""
+    if not params.given(value):
+        return None
+    at = f"JobSpecs[{i}].ResourceConfig"
+    if not isinstance(value, dict):
+        raise invalid(at, f"must be an object {{GPU, CPU, Memory}}, got {value!r}")
+    for key in ("GPUType", "SharedMemory"):
+        if params.given(value.get(key)):
+            raise invalid(f"{at}.{key}", "is not supported: a pod with its own resources runs on any node of the "
+                                         "quota with room; give an EcsSpec instead to choose the node type")
+    unknown = sorted(set(value) - {"GPU", "CPU", "Memory", "GPUType", "SharedMemory"})
+    if unknown:
+        raise invalid(at, f"unknown keys {unknown}; allowed: GPU, CPU, Memory")
+    return PodResources(gpu=_whole(value.get("GPU"), 0), cpu=_whole(value.get("CPU"), 1),
+                        memory_mib=_memory_mib(f"{at}.Memory", value.get("Memory")))
+
+
+def _whole(value, default: int):
+    if not params.given(value):
+        return default
+    text = str(value).strip()
+    return int(text) if text.isdigit() else value
+
+
+_MEMORY = re.compile(r"^(\d+)\s*(Gi|Mi)?$")
+
+
+def _memory_mib(at: str, value) -> int:
+    if not params.given(value):
+        raise invalid(at, "is required with ResourceConfig, e.g. 32Gi or 512Mi (a plain number is GiB)")
+    m = _MEMORY.match(str(value).strip())
+    if m is None:
+        raise invalid(at, f"must be an amount such as 32Gi or 512Mi (a plain number is GiB), got {value!r}")
+    return int(m[1]) * (1 if m[2] == "Mi" else 1024)
 
 
 def _number(value: Any):
@@ -163,9 +203,10 @@ ROLE_FIELD_NAMES = {
     "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image",
     "command": "UserCommand", "spot_strategy": "SpotSpec.SpotStrategy",
     "spot_discount_limit": "SpotSpec.SpotDiscountLimit", "spot_price_limit": "SpotSpec.SpotPriceLimit",
-    "spot_duration_hours": "SpotSpec",
+    "spot_duration_hours": "SpotSpec", "resource_config": "ResourceConfig", "resource_config.gpu": "ResourceConfig.GPU",
+    "resource_config.cpu": "ResourceConfig.CPU", "resource_config.memory_mib": "ResourceConfig.Memory",
 }
-_ROLE_FIELD = re.compile(r"^roles\[(\d+)\]\.(\w+)$")
+_ROLE_FIELD = re.compile(r"^roles\[(\d+)\]\.(\w+(?:\.\w+)?)$")
 
 
 def api_field(name: str) -> str:
@@ -182,14 +223,14 @@ def api_field(name: str) -> str:
 # --- responses ------------------------------------------------------------------------------------
 
 def job_spec(spec: JobSpec, job: Job) -> dict:
-    rs = spec.spec
+    shape = spec.shape
     out = {
         "Type": spec.role,
         "Image": spec.image,
         "PodCount": spec.pod_count,
-        "EcsSpec": rs.instance_type,
-        "ResourceConfig": {"CPU": str(rs.cpu), "Memory": params.memory_amount(rs.memory_mib),
-                           "GPU": str(rs.gpu), "GPUType": rs.gpu_type},
+        "EcsSpec": shape.instance_type or None,
+        "ResourceConfig": {"CPU": str(shape.cpu), "Memory": params.memory_amount(shape.memory_mib),
+                           "GPU": str(shape.gpu), "GPUType": spec.spec.gpu_type if spec.spec_id else ""},
         "UseSpotInstance": bool(spec.spot_strategy),
         "OversoldType": job.oversold_type if job.source == Source.QUOTA else None,
         "UserCommand": spec.command or None,
@@ -279,9 +320,10 @@ def _requested(job: Job) -> tuple[int, int, int]:
     """CPU cores, memory GiB and GPUs the job asks for, over all its roles."""
     cpu = mem = gpu = 0
     for spec in job.specs.all():
-        cpu += spec.spec.cpu * spec.pod_count
-        mem += spec.spec.memory_mib * spec.pod_count
-        gpu += spec.spec.gpu * spec.pod_count
+        shape = spec.shape
+        cpu += shape.cpu * spec.pod_count
+        mem += shape.memory_mib * spec.pod_count
+        gpu += shape.gpu * spec.pod_count
     return cpu, mem // 1024, gpu
 
 

@@ -25,7 +25,7 @@ from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldTy
                          Source)
 from jobs.scheduling import request_cycle
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
-from quotas.models import Membership, Quota, ResourceSpec, ResourceType, Role
+from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role
 from spot.bids import validate_spot_bid
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
@@ -42,17 +42,27 @@ class ValidationFailed(Exception):
         self.errors = errors
 
 
+@dataclass(frozen=True)
+class PodResources:
+    """A pod's own resources instead of an instance type (PAI's ResourceConfig), for quota jobs."""
+
+    gpu: int = 0
+    cpu: int = 1  # cores
+    memory_mib: int = 1024
+
+
 @dataclass
 class RoleRequest:
     role: str = "Worker"
     pod_count: int = 1
-    instance_type: str = ""
+    instance_type: str = ""  # or, on a Resource Quota, `resources`
     image: str = ""
     command: str = ""  # empty: the job's user_command
     spot_strategy: str = ""  # "SpotWithPriceLimit" for a spot role
     spot_discount_limit: Decimal | None = None
     spot_price_limit: Decimal | None = None
     spot_duration_hours: int | None = None  # protection period, 0 or 1 (default 1)
+    resources: PodResources | None = None  # the pods' own resources instead of an instance type
 
 
 @dataclass
@@ -140,15 +150,19 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
     return job
 
 
-def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec, now) -> list[JobSpec | Pod]:
-    return [JobSpec(
+def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec | None, now) -> list[JobSpec | Pod]:
+    own = role.resources if spec is None else None
+    row = JobSpec(
         role=role.role, pod_count=role.pod_count, spec=spec, image=role.image, command=role.command,
+        cpu=own and own.cpu, memory_mib=own and own.memory_mib, gpu=own and own.gpu,
         spot_strategy=role.spot_strategy, spot_discount_limit=role.spot_discount_limit,
         spot_price_limit=role.spot_price_limit,
         spot_duration_hours=1 if role.spot_duration_hours is None else role.spot_duration_hours,
-    ), *(Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", role=role.role, index=i, incarnation=0,
-             cpu_m=spec.cpu_m, mem_mib=spec.memory_mib, gpu=spec.gpu, created_at=now)
-         for i in range(role.pod_count))]
+    )
+    shape = own or spec
+    return [row, *(Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", role=role.role, index=i, incarnation=0,
+                       cpu_m=shape.cpu * 1000, mem_mib=shape.memory_mib, gpu=shape.gpu, created_at=now)
+                   for i in range(role.pod_count))]
 
 
 def new_job_id() -> str:
@@ -307,7 +321,10 @@ class _RoleCheck:
             self.error("pod_count", f"must be an integer from 1 to 1000, got {role.pod_count!r}")
         if not isinstance(role.image, str) or not role.image.strip():
             self.error("image", "is required: the container image the pods run")
-        self._instance_type()
+        if role.resources is not None:
+            self._own_resources()
+        else:
+            self._instance_type()
         self._spot()
         self.check.specs.append(self.spec)
 
@@ -322,6 +339,31 @@ class _RoleCheck:
             return self.error("instance_type", f"{spec.instance_type} is a {spec.resource_type} instance type; "
                                                f"the job's resource type is {self.check.req.resource_type}")
         self.spec = spec
+
+    def _own_resources(self) -> None:
+        role, req, own = self.role, self.check.req, self.role.resources
+        if role.instance_type:
+            return self.error("resource_config", "give an instance type (EcsSpec) or the pod's resources "
+                                                 "(ResourceConfig), not both")
+        if req.source != Source.QUOTA:
+            return self.error("resource_config", "a pod's own resources (ResourceConfig) are for Resource Quota jobs "
+                                                 "(source 'quota'); Public and Preemptible Resources take an "
+                                                 "instance type (EcsSpec)")
+        bad = False
+        for name, value, low, high, unit in (("gpu", own.gpu, 0, 1024, "GPUs"), ("cpu", own.cpu, 1, 4096, "vCPU cores"),
+                                             ("memory_mib", own.memory_mib, 1, 64 * 1024 * 1024, "MiB")):
+            if not _int_between(value, low, high):
+                bad = True
+                self.error(f"resource_config.{name}", f"must be a whole number of {unit} from {low} to {high}, "
+                                                      f"got {value!r}")
+        if bad or self.check.quota is None:
+            return
+        shapes = quota_tree_node_shapes(self.check.quota.pk)
+        if not any(own.gpu <= g and own.cpu <= c and own.memory_mib <= m for g, c, m in shapes):
+            largest = ", ".join(f"{g} GPU / {c} vCPU / {m // 1024} GiB" for g, c, m in sorted(shapes, reverse=True)[:3])
+            self.error("resource_config", f"no node of quota {self.check.quota.name}'s tree has room for a pod of "
+                                          f"{own.gpu} GPU / {own.cpu} vCPU / {own.memory_mib // 1024} GiB; "
+                                          f"its nodes: {largest or 'none'}")
 
     def _spot(self) -> None:
         role, req = self.role, self.check.req
@@ -360,6 +402,25 @@ SPOT_FIELDS = {
     "SpotSpec": "spot_discount_limit",
     "SpotDuration": "spot_duration_hours",
 }
+
+
+def quota_tree_node_shapes(quota_pk: int) -> set[tuple[int, int, int]]:
+    """(GPUs, vCPU cores, MiB) of the nodes in the quota's tree (its root quota and all below it),
+    where the scheduler may place the quota's pods. One recursive query, up to the root and down."""
+    from django.db import connection
+
+    quota, node, spec = Quota._meta.db_table, Node._meta.db_table, ResourceSpec._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"""
+            WITH RECURSIVE up(id, parent_id) AS (
+                SELECT id, parent_id FROM {quota} WHERE id = %s
+                UNION ALL SELECT q.id, q.parent_id FROM {quota} q JOIN up ON q.id = up.parent_id),
+            tree(id) AS (
+                SELECT id FROM up WHERE parent_id IS NULL
+                UNION ALL SELECT q.id FROM {quota} q JOIN tree ON q.parent_id = tree.id)
+            SELECT DISTINCT s.gpu, s.cpu, s.memory_mib FROM {node} n JOIN {spec} s ON s.id = n.spec_id
+            WHERE n.quota_id IN (SELECT id FROM tree)""", [quota_pk])
+        return set(cursor.fetchall())
 
 
 def _choice(check: _Validation, name: str, value: Any, allowed) -> None:

@@ -4,6 +4,18 @@ from django.contrib.auth import get_user_model
 from console import demo
 
 
+@pytest.fixture(scope="session", autouse=True)
+def live_server_requests_close_their_connections():
+    """A live server's request thread keeps its database connection for CONN_MAX_AGE (60 s in
+    console/config.py) and, while the SDK's HTTP client holds the socket open (keep-alive), the
+    thread lives on: PostgreSQL then refused to drop the test database ("being accessed by other
+    users"). With 0 a request's connection closes when the request ends."""
+    from django.db import connections
+
+    for alias in connections:
+        connections.settings[alias]["CONN_MAX_AGE"] = 0
+
+
 @pytest.fixture(autouse=True)
 def fresh_scheduler_memory():
     """Each test starts with a scheduler process that has seen no cycle (jobs/waiting.py)."""

@@ -150,7 +150,8 @@ def _usage_by_quota() -> dict[int, Counter]:
     return {r["job__quota"]: Counter(cpu_m=r["cpu_m"], mem_mib=r["mem_mib"], gpu=r["gpu"]) for r in rows}
 
 
-def _spec_amount(spec: ResourceSpec, n: int) -> Counter:
+def _spec_amount(spec, n: int) -> Counter:
+    """n pods of this shape (a ResourceSpec, or a JobSpec's PodShape)."""
     return Counter(cpu_m=spec.cpu_m * n, mem_mib=spec.memory_mib * n, gpu=spec.gpu * n)
 
 
@@ -563,7 +564,7 @@ def _filtered_workloads(jobs, q):
 
 def _workload(job: Job) -> dict:
     specs = list(job.specs.select_related("spec"))
-    resource = sum((_spec_amount(s.spec, s.pod_count) for s in specs), Counter())
+    resource = sum((_spec_amount(s.shape, s.pod_count) for s in specs), Counter())
     waiting = job.status in WAITING
     return {
         "WorkloadId": job.job_id,

@@ -115,6 +115,37 @@ def test_each_invalid_field_is_named(alice_dlc, fields, named):
     assert error.message.startswith(f"code: 400, {named}: ")
 
 
+def own_resources(config: dict) -> list[dict]:
+    return [{"Type": "Worker", "Image": "pytorch:2", "PodCount": 2, "ResourceConfig": config}]
+
+
+def test_a_quota_job_may_give_its_pods_own_resources_and_get_job_returns_them(alice_dlc):
+    job_id = create(alice_dlc, ResourceId="quota00000002", JobSpecs=own_resources({"GPU": "2", "CPU": "12", "Memory": "48Gi"}))
+    spec = alice_dlc.get_job(job_id, dlc.GetJobRequest()).body.job_specs[0]
+    assert spec.ecs_spec is None and spec.pod_count == 2
+    assert (spec.resource_config.gpu, spec.resource_config.cpu, spec.resource_config.memory) == ("2", "12", "48Gi")
+    assert [(p.gpu, p.cpu_m, p.mem_mib) for p in Pod.objects.filter(job__job_id=job_id)] == [(2, 12000, 48 * 1024)] * 2
+
+
+@pytest.mark.parametrize("config, named, allowed", [
+    ({"GPU": "2", "CPU": "12", "Memory": "48GB"}, "JobSpecs[0].ResourceConfig.Memory", "such as 32Gi or 512Mi"),
+    ({"GPU": "2", "CPU": "12"}, "JobSpecs[0].ResourceConfig.Memory", "is required"),
+    ({"GPU": "2", "CPU": "12", "Memory": "8Gi", "GPUType": "V100"}, "JobSpecs[0].ResourceConfig.GPUType",
+     "give an EcsSpec instead"),
+    ({"GPU": "1.5", "CPU": "12", "Memory": "8Gi"}, "JobSpecs[0].ResourceConfig.GPU", "whole number of GPUs"),
+    ({"GPU": "16", "CPU": "12", "Memory": "8Gi"}, "JobSpecs[0].ResourceConfig", "no node of quota nlp-team's tree"),
+])
+def test_bad_resource_config_is_named_and_nothing_is_stored(alice_dlc, config, named, allowed):
+    error = rejected(lambda: create(alice_dlc, ResourceId="quota00000002", JobSpecs=own_resources(config)))
+    assert error.message.startswith(f"code: 400, {named}: ") and allowed in error.message, error.message
+    assert not Job.objects.exists()
+
+
+def test_resource_config_is_refused_for_public_resources(alice_dlc):
+    error = rejected(lambda: create(alice_dlc, JobSpecs=own_resources({"GPU": "1", "CPU": "8", "Memory": "8Gi"})))
+    assert error.message.startswith("code: 400, JobSpecs[0].ResourceConfig: ") and "Resource Quota jobs" in error.message
+
+
 # --- GetJob ---------------------------------------------------------------------------------------
 
 def test_get_job_shows_pods_with_their_evicted_incarnations_history_and_restarts(alice_dlc):

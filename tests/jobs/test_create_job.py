@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 
 from jobs.models import Job, JobSpec, Pod
-from jobs.services import (RoleRequest, ValidationFailed, can_change, create_job, delete_job,
+from jobs.services import (PodResources, RoleRequest, ValidationFailed, can_change, create_job, delete_job,
                            update_job_priority, visible_jobs)
 from quotas.models import Membership, Role, Workspace
 from tests.jobs.conftest import CV, NLP, V100, make_request
@@ -16,6 +16,11 @@ LINGJUN = "ml.gu7xf.c96m1600.8-gu108"
 
 def worker(**kw):
     return RoleRequest(**{"role": "Worker", "pod_count": 1, "instance_type": V100, "image": "pytorch:2.5", **kw})
+
+
+def own(resources: PodResources, **kw):
+    """A worker with its own resources (ResourceConfig) instead of an instance type."""
+    return worker(instance_type="", resources=resources, **kw)
 
 
 def spot_worker(**kw):
@@ -53,6 +58,13 @@ BAD_INPUTS = [
     ("roles[0].spot_duration_hours", dict(source="spot", quota_id=None,
                                           roles=[spot_worker(spot_discount_limit=Decimal("0.5"), spot_duration_hours=3)]),
      "0 or 1"),
+    ("roles[0].resource_config", dict(roles=[worker(resources=PodResources(1, 8, 32768))]), "not both"),
+    ("roles[0].resource_config", dict(source="public", quota_id=None,
+                                      roles=[own(PodResources(1, 8, 32768))]), "Resource Quota jobs"),
+    ("roles[0].resource_config.gpu", dict(roles=[own(PodResources(-1, 8, 32768))]), "from 0 to 1024"),
+    ("roles[0].resource_config.cpu", dict(roles=[own(PodResources(1, "8", 32768))]), "from 1 to 4096"),
+    ("roles[0].resource_config.memory_mib", dict(roles=[own(PodResources(1, 8, 0))]), "MiB from 1"),
+    ("roles[0].resource_config", dict(roles=[own(PodResources(9, 8, 32768))]), "its nodes: 8 GPU / 64 vCPU"),
     ("envs", dict(envs={"1BAD": "x"}), "letters, digits and _"),
     ("max_running_time_minutes", dict(max_running_time_minutes=0), "1 to 525600"),
     ("termination_grace_s", dict(termination_grace_s=-1), "0 to 3600"),
@@ -114,6 +126,20 @@ def test_it_stores_the_job_its_roles_and_pods_and_queues_it(bob, cycle_requests,
     assert [p.pod_id for p in pods] == [f"{job.job_id}-master-0", f"{job.job_id}-worker-0", f"{job.job_id}-worker-1"]
     assert all(p.incarnation == 0 and p.gpu == 8 and p.cpu_m == 64000 and p.node is None for p in pods)
     assert cycle_requests == [1]
+
+
+def test_a_role_with_its_own_resources_stores_them_on_the_role_and_its_pods(bob):
+    job = create_job(bob, make_request(roles=[own(PodResources(gpu=2, cpu=12, memory_mib=48 * 1024), pod_count=3)]))
+    role = JobSpec.objects.get(job=job)
+    assert (role.spec, role.gpu, role.cpu, role.memory_mib) == (None, 2, 12, 48 * 1024)
+    assert str(role.shape) == "2 GPU, 12 vCPU, 48 GiB" and role.bid_price is None
+    assert [(p.gpu, p.cpu_m, p.mem_mib) for p in job.pods.order_by("index")] == [(2, 12000, 48 * 1024)] * 3
+
+
+def test_a_role_of_an_instance_type_keeps_its_resources_on_the_type(bob):
+    role = JobSpec.objects.get(job=create_job(bob, make_request()))
+    assert (role.spec.instance_type, role.gpu, role.cpu, role.memory_mib) == (V100, None, None, None)
+    assert role.shape.instance_type == V100 and role.shape.gpu == 8
 
 
 def test_a_spot_job_starts_in_bidding(alice):

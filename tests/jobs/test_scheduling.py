@@ -352,3 +352,24 @@ def test_a_cycle_whose_pods_changed_since_its_snapshot_rolls_back_and_binds_noth
         scheduling.apply(decisions, now)
     assert not job.pods.filter(node__isnull=False).exists()
     assert Job.objects.get(pk=job.pk).status == "Queuing"
+
+
+def test_pods_with_their_own_resources_share_a_node_best_fit_on_distinct_gpus(bob, cycle):
+    from jobs.services import PodResources, RoleRequest
+
+    def own(gpus: int, pods: int = 1):
+        return make_request(roles=[RoleRequest(pod_count=pods, image="x", resources=PodResources(gpus, 8, 32768))])
+
+    pair, small, whole = create_job(bob, own(3, pods=2)), create_job(bob, own(2)), create_job(bob, own(8))
+    too_many = create_job(bob, own(1))
+    cycle()
+    first, second = "nlp-team-gn6v-c8g1-0", "nlp-team-gn6v-c8g1-1"
+    # The pair fills the first node best-fit, the 2-GPU pod takes its last two GPUs, the 8-GPU pod the
+    # second node: the quota's 16 GPUs are all held and the 1-GPU job waits.
+    assert [(node, len(gpus)) for node, gpus, _ in bound(pair)] == [(first, 3), (first, 3)]
+    assert [(node, len(gpus)) for node, gpus, _ in bound(small)] == [(first, 2)]
+    assert [(node, len(gpus)) for node, gpus, _ in bound(whole)] == [(second, 8)]
+    on_first = [g for job in (pair, small) for _, gpus, _ in bound(job) for g in gpus]
+    assert sorted(on_first) == list(range(8))
+    too_many.refresh_from_db()
+    assert too_many.status == "Queuing" and not too_many.pods.filter(node__isnull=False).exists()

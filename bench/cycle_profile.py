@@ -1,12 +1,13 @@
 """Profile one schedule cycle in-process: --waiting jobs of one pod each waiting for --nodes nodes.
 
 Run by hand:  python bench/cycle_profile.py [--waiting 10000] [--nodes 1000] [--top 25]
-              python bench/cycle_profile.py --kueue [--waiting 10000] [--cycles 20]
+              python bench/cycle_profile.py --kueue [pod|gang] [--waiting 10000] [--cycles 20]
 (with DATABASE_URL for PostgreSQL; see bench/harness.py for the database).
 
---kueue: the shape of bench/kueue_baseline.py's backlog instead: its 30 quotas of 20 one-GPU nodes
-under 5 cohorts, and --waiting jobs of its classes (1, 5 or 20 pods, in its proportions) spread
-over the quotas, so that every queue is deeper than a cycle plans.
+--kueue: the shape of bench/kueue_baseline.py's backlog instead: its 30 quotas under 5 cohorts, and
+--waiting jobs of its classes (in its proportions) spread over the quotas, so that every queue is
+deeper than a cycle plans; pod (default): one pod of 1, 5 or 20 GPUs a job on a 20-GPU node a quota,
+gang: 1, 5 or 20 one-GPU pods a job on 20 one-GPU nodes a quota (its --shape).
 
 The cycles run with the garbage collector set as a worker sets it at start (console/celery.py);
 --python-gc keeps CPython's defaults, to see what that setting saves.
@@ -97,19 +98,15 @@ def finish_bound(now=None) -> float:
     return time.perf_counter() - t
 
 
-def kueue_backlog(waiting: int) -> None:
+def kueue_backlog(waiting: int, shape: str) -> None:
     """bench/kueue_baseline.py's cluster, and `waiting` of its jobs in its class proportions,
     round-robin over the quotas."""
-    from jobs.models import OversoldType
-
-    cluster = kueue_baseline.build(5, 6)
+    cluster = kueue_baseline.build(5, 6, shape)
     total = sum(c.count for c in kueue_baseline.CLASSES)
     with mock.patch("jobs.services.request_cycle"):
         for cls in kueue_baseline.CLASSES:
             for n in range(round(waiting * cls.count / total)):
-                harness.submit(cluster.team, cluster.queues[n % len(cluster.queues)], cluster.spec,
-                               duration_s=cls.duration_s, pods=cls.gpus, priority=cls.priority,
-                               oversold=OversoldType.ACCEPT, name=cls.name, restart_on_preemption=True)
+                kueue_baseline.submit(cluster, n % len(cluster.queues), cls)
 
 
 def main() -> None:
@@ -119,14 +116,15 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--profile", default="", help="write the cProfile stats of the cycles after the first here")
-    parser.add_argument("--kueue", action="store_true", help="the Kueue baseline's quotas and job classes")
+    parser.add_argument("--kueue", choices=kueue_baseline.SHAPES, nargs="?", const="pod", default=None,
+                        help="the Kueue baseline's quotas and job classes, in this shape (default pod)")
     parser.add_argument("--python-gc", action="store_true",
                         help="keep CPython's garbage collector settings, not the ones a worker sets at start")
     args = parser.parse_args()
     var = harness.configure("cycleprof")
     t = time.perf_counter()
     if args.kueue:
-        kueue_backlog(args.waiting)
+        kueue_backlog(args.waiting, args.kueue)
     else:
         team = harness.make_team("prof")
         spec = harness.make_spec("sim.1gpu", 1)

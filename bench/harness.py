@@ -296,9 +296,11 @@ def make_nodes(quota, spec, count: int, prefix: str) -> list[str]:
 
 def submit(team: Team, quota, spec, *, duration_s: float, pods: int = 1, priority: int = 1,
            oversold: str | None = None, grace_s: int = 30, stop_s: float = 0.0, name: str = "bench",
-           restart_on_preemption: bool = False):
-    """One job through jobs.services.create_job (validation, rows, Queuing, a cycle request)."""
-    from jobs.services import JobRequest, RoleRequest, create_job
+           restart_on_preemption: bool = False, gpus: int | None = None):
+    """One job through jobs.services.create_job (validation, rows, Queuing, a cycle request).
+
+    gpus: the pods give their own resources (this many GPUs, with 8 vCPU and 64 GiB a GPU), not `spec`'s."""
+    from jobs.services import JobRequest, PodResources, RoleRequest, create_job
 
     envs = {"SIM_DURATION_S": str(duration_s), "SIM_STOP_S": str(stop_s)}
     return create_job(team.user, JobRequest(
@@ -306,7 +308,8 @@ def submit(team: Team, quota, spec, *, duration_s: float, pods: int = 1, priorit
         priority=priority, envs=envs, termination_grace_s=grace_s,
         # A preempted job is re-queued and runs again, as a preempted Kueue workload does.
         ft_enabled=restart_on_preemption, ft_max_restarts=0 if restart_on_preemption else 3,
-        roles=[RoleRequest(pod_count=pods, instance_type=spec.instance_type, image="sim")],
+        roles=[RoleRequest(pod_count=pods, instance_type=spec.instance_type, image="sim") if gpus is None else
+               RoleRequest(pod_count=pods, image="sim", resources=PodResources(gpus, 8 * gpus, 65536 * gpus))],
     ))
 
 

@@ -174,3 +174,13 @@ def test_list_nodes_of_a_quota_with_who_uses_them(alice_studio, alice_dlc):
     workloads = alice_studio.list_quota_workloads("quota00000002", studio.ListQuotaWorkloadsRequest()).body
     assert [(w.workload_id, w.status, w.workload_status) for w in workloads.workloads] == [(job_id, "Enqueued", "Queuing")]
     assert workloads.workloads[0].resource.gpu == "8"
+
+
+def test_list_quota_workloads_sums_the_resources_a_role_gives_itself(alice_dlc, alice_studio):
+    alice_dlc.create_job(dlc.CreateJobRequest().from_map({
+        "DisplayName": "sft", "UserCommand": "python x.py", "ResourceId": "quota00000002",
+        "JobSpecs": [{"Type": "Worker", "Image": "pt", "PodCount": 3,
+                      "ResourceConfig": {"GPU": "2", "CPU": "12", "Memory": "48Gi"}}],
+    }))
+    resource = alice_studio.list_quota_workloads("quota00000002", studio.ListQuotaWorkloadsRequest()).body.workloads[0].resource
+    assert (resource.gpu, resource.cpu, resource.memory) == ("6", "36", "144Gi")

@@ -138,16 +138,37 @@ def _choice(form, name, allowed):
     return value if value in allowed else form.fields[name].initial
 
 
+NODE_AMOUNTS = ("gpu", "cpu", "memory_gib")
+
+
+def node_amount(label: str, low: int, high: int) -> forms.IntegerField:
+    """One of a node's own resources (GPUs, vCPUs, Memory) on a Resource Quota, in whole units;
+    the range is jobs.services' for a pod's ResourceConfig."""
+    allowed = f"{label} must be a whole number from {low} to {high}"
+    return forms.IntegerField(
+        label=label, required=False, min_value=low, max_value=high,
+        widget=forms.NumberInput(attrs={"aria-label": f"{label} per node"}),
+        error_messages={"invalid": f"{allowed}.", "min_value": f"{allowed}, got %(show_value)s.",
+                        "max_value": f"{allowed}, got %(show_value)s."},
+    )
+
+
 class RoleForm(forms.Form):
-    """One row of the Job Resource table."""
+    """One row of the Job Resource table. On a Resource Quota the row gives a Resource Specification,
+    or leaves it empty and gives each node's GPUs, vCPUs and Memory (PAI's ResourceConfig); the
+    other sources need a specification and do not show the three amounts."""
 
     role = forms.ChoiceField(label="Role", choices=[(r, r) for r in ROLES], initial="Worker")
     pod_count = forms.IntegerField(label="Nodes", min_value=1, max_value=128, initial=1)
     spec = forms.ModelChoiceField(
         label="Resource Specification", queryset=ResourceSpec.objects.none(), to_field_name="instance_type",
         empty_label="Select a specification",
-        error_messages={"invalid_choice": "Choose a Resource Specification of the chosen Resource Type and Source."},
+        error_messages={"invalid_choice": "Choose a Resource Specification of the chosen Resource Type and Source.",
+                        "required": "Choose a Resource Specification for the role."},
     )
+    gpu = node_amount("GPUs", 0, 1024)
+    cpu = node_amount("vCPUs", 1, 4096)
+    memory_gib = node_amount("Memory (GiB)", 1, 64 * 1024)
     bid_discount = forms.TypedChoiceField(
         label="Bid Price (Discount)", choices=[("", "Select a discount"), *DISCOUNTS], coerce=Decimal, required=False, empty_value=None,
         error_messages={"invalid_choice": "Bid Price (Discount) must be one of 10%%, 20%%, ... 90%% of the on-demand price; %(value)s is not allowed."},
@@ -157,6 +178,11 @@ class RoleForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.source = source
         self.fields["spec"].queryset = specs_for(resource_type, source)
+        if source == Source.QUOTA:
+            self.fields["spec"].required = False  # or the node's own resources, checked in clean()
+        else:
+            for name in NODE_AMOUNTS:
+                del self.fields[name]
 
     def clean(self):
         data = super().clean()
@@ -164,7 +190,30 @@ class RoleForm(forms.Form):
             self.add_error("bid_discount", "Choose a Bid Price (Discount) between 10% and 90% for Preemptible Resources.")
         if self.source != Source.SPOT:
             data["bid_discount"] = None
+        if self.source == Source.QUOTA:
+            self._clean_node_amounts(data)
         return data
+
+    def _clean_node_amounts(self, data) -> None:
+        """A specification or the amounts, not both; with the amounts, vCPUs and Memory are needed
+        and empty GPUs mean none. An amount that failed its own check still counts as given."""
+        given = [n for n in NODE_AMOUNTS if data.get(n) is not None or n in self.errors]
+        if not given:
+            if data.get("spec") is None and "spec" not in self.errors:
+                self.add_error("spec", "Choose a Resource Specification, or give the GPUs, vCPUs and Memory (GiB) "
+                                       "of each node instead.")
+            return
+        if data.get("spec") is not None:
+            self.add_error("spec", "Give a Resource Specification or GPUs / vCPUs / Memory (GiB), not both: "
+                                   "empty the specification or the three amounts.")
+            return
+        for name in ("cpu", "memory_gib"):
+            if name not in given:
+                field = self.fields[name]
+                self.add_error(name, f"{field.label} is required when the Resource Specification is empty: "
+                                     f"a whole number from {field.min_value} to {field.max_value}.")
+        if "gpu" not in self.errors:
+            data["gpu"] = data.get("gpu") or 0
 
 
 class BaseRoleFormSet(forms.BaseFormSet):

@@ -12,11 +12,11 @@ from django.contrib.auth.decorators import login_required
 from django.forms.utils import ErrorDict, ErrorList
 from django.shortcuts import redirect
 
-from console.forms import JobForm, RoleFormSet
+from console.forms import NODE_AMOUNTS, JobForm, RoleFormSet
 from console.pages.base import current_workspace, job_queryset, page
 from console.pages.market_data import market_rows
 from jobs.models import Source
-from jobs.services import JobRequest, RoleRequest, ValidationFailed, create_job
+from jobs.services import JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
 
 PREFIX = "roles"
 REFRESH_ACTIONS = {"refresh", "add_role"}
@@ -92,12 +92,16 @@ def clone_initial(job):
         "ft_hang_detection": job.ft_hang_detection, "ft_hang_interval_minutes": max(1, job.ft_hang_interval_s // 60),
         "ft_policy": job.ft_policy, "ft_other_config": job.ft_other_config,
     }
-    roles = [
-        {"role": s.role, "pod_count": s.pod_count, "spec": s.spec.instance_type,
-         "bid_discount": f"{s.spot_discount_limit.normalize()}" if s.spot_discount_limit is not None else None}
-        for s in specs
-    ]
-    return initial, roles
+    return initial, [role_initial(s) for s in specs]
+
+
+def role_initial(spec) -> dict:
+    row = {"role": spec.role, "pod_count": spec.pod_count,
+           "bid_discount": f"{spec.spot_discount_limit.normalize()}" if spec.spot_discount_limit is not None else None}
+    if spec.spec_id is not None:
+        return row | {"spec": spec.spec.instance_type}
+    # The API takes memory in MiB, the form whole GiB: round up, so the copy's pods get no less.
+    return row | {"gpu": spec.gpu, "cpu": spec.cpu, "memory_gib": -(-spec.memory_mib // 1024)}
 
 
 def submit(request, workspace, form, roles):
@@ -129,9 +133,11 @@ def to_request(form, roles, workspace) -> JobRequest:
 
 
 def role_request(row: dict, job: dict) -> RoleRequest:
-    spot = job["source"] == Source.SPOT
+    spot, spec = job["source"] == Source.SPOT, row["spec"]
+    own = None if spec else PodResources(gpu=row["gpu"], cpu=row["cpu"], memory_mib=row["memory_gib"] * 1024)
     return RoleRequest(
-        role=row["role"], pod_count=row["pod_count"], instance_type=row["spec"].instance_type, image=job["image"],
+        role=row["role"], pod_count=row["pod_count"], instance_type=spec.instance_type if spec else "",
+        resources=own, image=job["image"],
         spot_strategy="SpotWithPriceLimit" if spot else "",
         spot_discount_limit=row["bid_discount"] if spot else None,
     )
@@ -146,8 +152,11 @@ JOB_FIELDS = {
 ROLE_FIELDS = {
     "role": "role", "pod_count": "pod_count", "instance_type": "spec", "spot_strategy": "bid_discount",
     "spot_discount_limit": "bid_discount", "spot_price_limit": "bid_discount", "spot_duration_hours": "bid_discount",
+    # The pods' own resources: the choice between them and a specification, then each amount.
+    "resource_config": "spec", "resource_config.gpu": "gpu", "resource_config.cpu": "cpu",
+    "resource_config.memory_mib": "memory_gib",
 }
-ROLE_KEY = re.compile(r"^roles\[(\d+)\]\.(\w+)$")
+ROLE_KEY = re.compile(r"^roles\[(\d+)\]\.(\w+(?:\.\w+)?)$")
 
 
 def apply_service_errors(form, roles, errors: dict[str, str]) -> None:
@@ -172,7 +181,9 @@ def form_context(form, roles, workspace) -> dict:
     rows = []
     for role_form in roles.forms:
         value = role_form["spec"].value()
-        rows.append({"form": role_form, "market": markets.get(getattr(value, "instance_type", value))})
+        market = markets.get(getattr(value, "instance_type", value))
+        amounts = [role_form[name] for name in NODE_AMOUNTS if name in role_form.fields]  # Resource Quota only
+        rows.append({"form": role_form, "market": market, "amounts": amounts})
     return {
         "form": form, "roles": roles, "role_rows": rows, "workspace": workspace,
         "show_quota": form.chosen_source == Source.QUOTA, "spot": form.chosen_source == Source.SPOT,

@@ -43,12 +43,15 @@ def charlie_client(client, charlie):
 
 
 def quota_job(user, name="train", *, quota="nlp-team", instance_type="ecs.gn6v-c8g1.16xlarge", pods=1,
-              oversold="ForbiddenQuotaOverSold", workspace="ml-research", priority=1):
+              oversold="ForbiddenQuotaOverSold", workspace="ml-research", priority=1, resources=None):
+    """A Resource Quota job of one Worker role: on `instance_type`, or with its pods' own `resources`."""
     q = Quota.objects.get(name=quota)
+    role = RoleRequest(role="Worker", pod_count=pods, instance_type="" if resources else instance_type,
+                       resources=resources, image="pytorch:2")
     return create_job(user, JobRequest(
         display_name=name, user_command="python train.py", workspace_id=Workspace.objects.get(name=workspace).pk,
         resource_type=q.resource_type, source="quota", quota_id=q.quota_id, oversold_type=oversold,
-        priority=priority, roles=[RoleRequest(role="Worker", pod_count=pods, instance_type=instance_type, image="pytorch:2")],
+        priority=priority, roles=[role],
     ))
 
 

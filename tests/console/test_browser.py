@@ -119,6 +119,34 @@ def test_an_acceptable_quota_job_goes_running_in_quota_without_a_reload(page, de
     shot(page, "jobs-list")
 
 
+def test_a_quota_job_gives_its_nodes_own_resources_instead_of_a_specification(page, demo_cluster):
+    login(page, "alice")
+    page.goto("/jobs/create/")
+    page.select_option("#id_quota", label="nlp-team")
+    page.fill("#id_display_name", "cpu-sweep")
+    page.fill("#id_image", "pytorch:2.3-gpu")
+    page.fill("#id_user_command", "python sweep.py")
+    page.fill("#id_roles-0-gpu", "1")
+    page.fill("#id_roles-0-cpu", "8")
+    page.fill("#id_roles-0-memory_gib", "32")
+    page.select_option("#id_roles-0-spec", "ecs.gn6v-c8g1.16xlarge")  # refreshes the form, keeping the amounts
+    settle(page)
+    page.click("button[value=submit]")
+    error = page.locator("#id_roles-0-spec-error")
+    error.wait_for()
+    assert "not both" in error.inner_text()
+    shot(page, "create-job-own-resources-both")
+    page.select_option("#id_roles-0-spec", "")
+    settle(page)
+    assert page.input_value("#id_roles-0-memory_gib") == "32"
+    shot(page, "create-job-own-resources")
+    page.click("button[value=submit]")
+    page.wait_for_url(re.compile(r"/jobs/dlc\w+/$"))
+    assert "Worker × 1 1 GPU, 8 vCPU, 32 GiB" in page.locator("#job-live dl.facts").inner_text()
+    spec = Job.objects.get(display_name="cpu-sweep").specs.get()
+    assert (spec.spec, spec.gpu, spec.cpu, spec.memory_mib) == (None, 1, 8, 32 * 1024)
+
+
 def test_a_lingjun_spot_job_without_a_vpc_is_refused_inline_then_bids(page, demo_cluster):
     login(page, "alice")
     page.goto("/jobs/create/")

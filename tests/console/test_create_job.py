@@ -2,11 +2,13 @@
 both shown next to the field they concern; HTMX refreshes; Clone."""
 
 import re
+from html import unescape
 
 import pytest
 
 from jobs.models import Job
-from quotas.models import Quota
+from jobs.services import PodResources
+from quotas.models import Quota, Workspace
 from tests.console.conftest import quota_job
 
 pytestmark = pytest.mark.django_db
@@ -39,9 +41,16 @@ def lingjun_spot_data(**overrides):
     return spot_data(**{"resource_type": "Lingjun", "roles-0-spec": "ml.gu7xf.c96m1600.8-gu108", **overrides})
 
 
+def custom_data(gpu="1", cpu="8", memory_gib="32", **overrides):
+    """A quota job whose Worker leaves the specification empty and gives each node's own resources.
+    The row is an initial form, as the page renders it: an untouched extra row would be skipped."""
+    return form_data(**{"roles-INITIAL_FORMS": "1", "roles-0-spec": "", "roles-0-gpu": gpu, "roles-0-cpu": cpu,
+                        "roles-0-memory_gib": memory_gib, **overrides})
+
+
 def field_error(html: str, field_id: str) -> str:
     match = re.search(rf'id="{field_id}-error"[^>]*>([^<]*)<', html)
-    return match[1] if match else ""
+    return unescape(match[1]) if match else ""
 
 
 def test_a_valid_quota_job_is_created_and_opens_its_page(alice_client):
@@ -151,3 +160,88 @@ def test_the_form_uses_the_console_labels_of_the_pai_documentation(alice_client)
                   "Only Idle Resources", "EasyCkpt", "Job Resource", "Resource Specification", "VPC", "vSwitch",
                   "Security Group", "Fault Tolerance and Diagnosis", "Automatic Fault Tolerance"):
         assert label in html, label
+
+
+def test_a_quota_job_may_give_each_nodes_gpus_vcpus_and_memory_instead_of_a_specification(alice_client):
+    response = alice_client.post("/jobs/create/", custom_data(**{"roles-0-pod_count": "2"}))
+    job = Job.objects.get(display_name="bert-pretrain")
+    assert response.status_code == 302 and response.url == f"/jobs/{job.job_id}/"
+    spec = job.specs.get()
+    assert (spec.spec, spec.gpu, spec.cpu, spec.memory_mib) == (None, 1, 8, 32 * 1024)
+    assert [(p.gpu, p.cpu_m, p.mem_mib) for p in job.pods.all()] == [(1, 8000, 32 * 1024)] * 2
+
+
+def test_empty_gpus_mean_a_cpu_only_pod(alice_client):
+    alice_client.post("/jobs/create/", custom_data(gpu=""))
+    assert Job.objects.get().specs.get().gpu == 0
+
+
+def test_a_specification_and_the_nodes_resources_together_are_refused_naming_both(alice_client):
+    response = alice_client.post("/jobs/create/", custom_data(**{"roles-0-spec": "ecs.gn6v-c8g1.16xlarge"}))
+    message = field_error(response.content.decode(), "id_roles-0-spec")
+    assert "Resource Specification or GPUs / vCPUs / Memory (GiB), not both" in message
+    assert not Job.objects.exists()
+
+
+def test_neither_a_specification_nor_the_nodes_resources_is_refused_naming_both(alice_client):
+    response = alice_client.post("/jobs/create/", custom_data(gpu="", cpu="", memory_gib=""))
+    message = field_error(response.content.decode(), "id_roles-0-spec")
+    assert "Choose a Resource Specification, or give the GPUs, vCPUs and Memory (GiB)" in message
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("gpu", "-1", "GPUs must be a whole number from 0 to 1024, got -1."),
+    ("gpu", "2000", "GPUs must be a whole number from 0 to 1024, got 2000."),
+    ("cpu", "1.5", "vCPUs must be a whole number from 1 to 4096."),
+    ("cpu", "", "vCPUs is required when the Resource Specification is empty: a whole number from 1 to 4096."),
+    ("memory_gib", "0", "Memory (GiB) must be a whole number from 1 to 65536, got 0."),
+    ("memory_gib", "lots", "Memory (GiB) must be a whole number from 1 to 65536."),
+])
+def test_a_bad_amount_is_named_next_to_its_input(alice_client, field, value, expected):
+    response = alice_client.post("/jobs/create/", custom_data(**{field: value}))
+    html = response.content.decode()
+    assert field_error(html, f"id_roles-0-{field}") == expected
+    in_its_cell = rf'name="roles-0-{field}"[^>]*><p class="field-error" id="id_roles-0-{field}-error"'
+    assert re.search(in_its_cell, html)
+    assert not Job.objects.exists()
+
+
+def test_a_pod_bigger_than_every_node_of_the_quota_is_refused_in_its_row(alice_client):
+    response = alice_client.post("/jobs/create/", custom_data(gpu="16"))  # nlp-team's tree has 8-GPU nodes
+    message = field_error(response.content.decode(), "id_roles-0-spec")
+    assert "no node of quota nlp-team's tree has room for a pod of 16 GPU / 8 vCPU / 32 GiB" in message
+    assert not Job.objects.exists()
+
+
+def test_a_service_refusal_of_one_amount_lands_next_to_that_input(demo_cluster):
+    from console.pages.create import apply_service_errors, bind
+
+    form, roles = bind(custom_data(), Workspace.objects.get(name="ml-research"))
+    assert form.is_valid() and roles.is_valid()
+    apply_service_errors(form, roles, {"roles[0].resource_config.memory_mib": "must be at most 64 TiB"})
+    assert roles.forms[0].errors == {"memory_gib": ["must be at most 64 TiB"]}
+    assert not form.errors
+
+
+def test_public_and_preemptible_jobs_need_a_specification_and_show_no_amounts(alice_client):
+    spot = alice_client.get("/jobs/create/", {"_refresh": "1", "source": "spot", "roles-TOTAL_FORMS": "1",
+                                              "roles-INITIAL_FORMS": "0"}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'name="roles-0-spec"' in spot and 'name="roles-0-gpu"' not in spot and "Memory (GiB)" not in spot
+    response = alice_client.post("/jobs/create/", custom_data(source="public", quota=None, oversold_type=None))
+    assert field_error(response.content.decode(), "id_roles-0-spec") == "Choose a Resource Specification for the role."
+    assert not Job.objects.exists()
+
+
+def test_clone_prefills_the_nodes_own_resources(alice_client, alice):
+    job = quota_job(alice, "cpu-sweep", resources=PodResources(gpu=1, cpu=8, memory_mib=32 * 1024))
+    html = alice_client.get(f"/jobs/create/?clone={job.job_id}").content.decode()
+    for name, value in (("gpu", 1), ("cpu", 8), ("memory_gib", 32)):
+        assert re.search(rf'name="roles-0-{name}" value="{value}"', html), name
+    assert re.search(r'<option value="" selected>Select a specification</option>', html)
+
+
+def test_clone_rounds_memory_given_in_mib_up_to_whole_gib(alice_client, alice):
+    job = quota_job(alice, "small", resources=PodResources(gpu=0, cpu=2, memory_mib=1536))  # API: Memory "1536Mi"
+    html = alice_client.get(f"/jobs/create/?clone={job.job_id}").content.decode()
+    assert re.search(r'name="roles-0-memory_gib" value="2"', html)

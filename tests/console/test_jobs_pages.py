@@ -1,5 +1,6 @@
 """The jobs list (columns, filters, paging, polling, no N+1) and the job detail page."""
 
+import re
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -10,6 +11,7 @@ from django.utils import timezone
 
 from jobs import lifecycle, scheduling
 from jobs.models import Job, JobSpec, Pod
+from jobs.services import PodResources
 from quotas.models import Quota, ResourceSpec, Workspace
 from spot.models import DailyBill
 from tests.console.conftest import quota_job
@@ -158,6 +160,17 @@ def test_the_stop_form_carries_a_csrf_token(alice_client, alice):
     job = quota_job(alice)
     html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
     assert f'action="/jobs/{job.job_id}/stop/"' in html and "csrfmiddlewaretoken" in html
+
+
+def test_the_detail_shows_the_instance_type_or_the_pods_own_resources(alice_client, alice):
+    on_type = quota_job(alice, "on-type")
+    custom = run(quota_job(alice, "custom", pods=2, resources=PodResources(gpu=1, cpu=8, memory_mib=32 * 1024)))
+    html = alice_client.get(f"/jobs/{on_type.job_id}/").content.decode()
+    assert 'Worker × 1 <span class="mono">ecs.gn6v-c8g1.16xlarge</span>' in html
+    html = alice_client.get(f"/jobs/{custom.job_id}/").content.decode()
+    assert 'Worker × 2 <span class="mono">1 GPU, 8 vCPU, 32 GiB</span>' in html
+    assert custom.status == "Running"
+    assert len(re.findall(r"<td>nlp-team-[\w-]+</td>", html)) == 2  # both pods on nodes of the quota
 
 
 def test_the_detail_shows_history_events_and_the_last_checkpoint(alice_client, alice):

@@ -18,10 +18,14 @@ def live_server_requests_close_their_connections():
 
 @pytest.fixture(autouse=True)
 def fresh_scheduler_memory():
-    """Each test starts with a scheduler process that has seen no cycle (jobs/waiting.py)."""
+    """Each test starts with a scheduler process that has seen no cycle (jobs/waiting.py) and an
+    empty cache (SQLite reuses the primary keys of rolled-back rows)."""
+    from django.core.cache import cache
+
     from jobs import scheduling
 
     scheduling.waiting_jobs.clear()
+    cache.clear()
 
 
 @pytest.fixture

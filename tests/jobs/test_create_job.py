@@ -136,6 +136,17 @@ def test_a_role_with_its_own_resources_stores_them_on_the_role_and_its_pods(bob)
     assert [(p.gpu, p.cpu_m, p.mem_mib) for p in job.pods.order_by("index")] == [(2, 12000, 48 * 1024)] * 3
 
 
+def test_the_node_shapes_of_a_quota_tree_are_read_once_for_many_jobs(bob):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        for gpus in (1, 2, 3):
+            create_job(bob, make_request(roles=[own(PodResources(gpus, 8, 32768))]))
+    assert sum("WITH RECURSIVE" in q["sql"] for q in queries.captured_queries) == 1
+    assert [p.gpu for p in Pod.objects.order_by("pk")] == [1, 2, 3]
+
+
 def test_a_role_of_an_instance_type_keeps_its_resources_on_the_type(bob):
     role = JobSpec.objects.get(job=create_job(bob, make_request()))
     assert (role.spec.instance_type, role.gpu, role.cpu, role.memory_mib) == (V100, None, None, None)

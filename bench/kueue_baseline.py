@@ -200,6 +200,7 @@ def figures(jobs: list[tuple[int, str]], queues: int, submitted_s: float, lag_s:
     held_before = sum(gpu * max(0.0, min(fin, split) - bound) for gpu, bound, fin in pods)
     result = {
         "jobs": len(jobs), "succeeded": sum(1 for r in rows.values() if r[2] == "Succeeded"),
+        "pods": Pod.objects.filter(job_id__in=pks, incarnation=0).count(),
         "preemptions": sum(r[3] for r in rows.values()),
         "wall_s": wall, "bound_s": work / capacity, "usage_pct": 100 * held / (capacity * wall),
         "work_pct": 100 * work / (capacity * wall),
@@ -225,7 +226,7 @@ def report(r: dict) -> str:
         ("capacity bound, work / capacity (s)", f"{r['bound_s']:.1f}", "66", ""),
     ]
     lines = [harness.table(rows, ("figure", "OpenDLC", "Kueue", "target")),
-             f"jobs {r['jobs']}, succeeded {r['succeeded']}, preemption restarts {r['preemptions']}; "
+             f"jobs {r['jobs']} ({r['pods']} pods), succeeded {r['succeeded']}, preemption restarts {r['preemptions']}; "
              f"submissions took {r['submitted_s']:.1f} s (at most {r['submit_lag_s']:.2f} s behind the generator)",
              f"capacity held while jobs were submitted (first {r['split_s']:.0f} s) {r['usage_submitting_pct']:.1f} %; "
              f"then {r['backlog']} unfinished jobs drained in {r['wall_s'] - r['split_s']:.0f} s "

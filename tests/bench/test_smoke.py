@@ -17,8 +17,9 @@ def services(transactional_db, settings, tmp_path):
         yield s
 
 
-def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(services):
-    r = kueue_baseline.run(services, scale=0.02, cohorts=1, queues=2, timeout_s=180)
+@pytest.mark.parametrize("shape", kueue_baseline.SHAPES)
+def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(services, shape):
+    r = kueue_baseline.run(services, scale=0.02, cohorts=1, queues=2, timeout_s=180, shape=shape)
 
     assert (r["jobs"], r["succeeded"]) == (2 * (7 + 2 + 1), 2 * (7 + 2 + 1))
     assert (r["small_jobs"], r["medium_jobs"], r["large_jobs"]) == (14, 4, 2)
@@ -31,6 +32,7 @@ def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(
     assert r["usage_submitting_pct"] * r["split_s"] + r["usage_draining_pct"] * (r["wall_s"] - r["split_s"]) == \
         pytest.approx(r["usage_pct"] * r["wall_s"])
     assert "avg usage of nominal capacity" in kueue_baseline.report(r) and "drained in" in kueue_baseline.report(r)
+    assert r["pods"] == {"pod": 2 * (7 + 2 + 1), "gang": 2 * (7 + 2 * 5 + 1 * 20)}[shape]  # first incarnations
 
 
 def test_admission_throughput_binds_and_finishes_every_job(services):

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 
 from jobs.logs import read_all
 from jobs.models import Job, OversoldType, Pod
-from jobs.services import JobRequest, RoleRequest, create_job
+from jobs.services import JobRequest, PodResources, RoleRequest, create_job
 from quotas.models import Executor, Membership, Node, Quota, ResourceSpec, Role, Tenant, Workspace
 from quotas.nodes import reap_lost_nodes
 from tests.agent.live import LiveCluster
@@ -150,3 +150,26 @@ def test_the_simulated_agent_runs_pods_of_every_simulated_node_for_their_declare
 
     assert sorted(Pod.objects.filter(job=ok).values_list("node__name", flat=True)) == ["e2e-a", "e2e-b"]
     assert list(Pod.objects.filter(job=failing).values_list("status", "exit_code")) == [("Failed", 3)]
+
+
+def test_pods_with_their_own_resources_share_a_node_each_seeing_only_its_gpus(live, team):
+    """ResourceConfig pods of one GPU each: both run as processes of one agent, on distinct GPUs."""
+    wide = ResourceSpec.objects.create(instance_type="e2e.c4m4g2", cpu=4, memory_mib=4096, gpu=2,
+                                       gpu_type="test GPU", on_demand_price_per_minute=Decimal("0"))
+    Node.objects.filter(name__in=("e2e-a", "e2e-b")).delete()
+    Node.objects.create(name="e2e-w", spec=wide, quota=team["a"], executor=Executor.PROCESS)
+    live.start_platform()
+    live.start_agent("e2e-w")
+    live.wait(registered("e2e-w"), "the agent to register")
+
+    job = create_job(team["alice"], JobRequest(
+        display_name="e2e", user_command='echo "gpus=$CUDA_VISIBLE_DEVICES"', quota_id=team["a"].quota_id,
+        roles=[RoleRequest(pod_count=2, image="local", resources=PodResources(gpu=1, cpu=2, memory_mib=2048))],
+    ))
+    live.wait(lambda: status(job) == "Succeeded", "the job to succeed")
+
+    pods = list(Pod.objects.filter(job=job).select_related("node"))
+    assert {p.node.name for p in pods} == {"e2e-w"}
+    seen = sorted(live.wait(lambda pod=pod: read_all(pod), f"the logs of {pod.pod_id}") for pod in pods)
+    assert seen == ["gpus=0\n", "gpus=1\n"]
+    assert sorted(tuple(p.gpu_indices) for p in pods) == [(0,), (1,)]

@@ -120,14 +120,15 @@ def _short(instance_type: str) -> str:
 
 
 def seed_jobs() -> list[str]:
-    """A few jobs on the simulated nodes so a fresh console shows quotas in use, a borrower,
-    a spot bid and a pay-as-you-go job. They go through create_job like any other job."""
+    """A few jobs on the simulated nodes so a fresh console shows quotas in use, a borrower, pods
+    with their own resources sharing a node, a spot bid and a pay-as-you-go job. They go through
+    create_job like any other job."""
     from decimal import Decimal as D
 
-    from jobs.services import JobRequest, RoleRequest, create_job
+    from jobs.services import JobRequest, PodResources, RoleRequest, create_job
 
     alice, bob = (get_user_model().objects.get(username=n) for n in ("alice", "bob"))
-    research = Workspace.objects.get(name="ml-research")
+    research, vision = (Workspace.objects.get(name=n) for n in ("ml-research", "vision-lab"))
     quota = {q.name: q.quota_id for q in Quota.objects.all()}
     v100, a10, lingjun = "ecs.gn6v-c8g1.16xlarge", "ecs.gn7i-c8g1.2xlarge", "ml.gu7xf.c96m1600.8-gu108"
     image = "dsw-registry.cn-hangzhou.cr.aliyuncs.com/pai/pytorch-training:2.3-gpu-py311"
@@ -146,5 +147,8 @@ def seed_jobs() -> list[str]:
                            envs=sim(3 * 3600), ft_enabled=True)),
         (bob, JobRequest("eval-a10", "python eval.py", [RoleRequest("Worker", 1, a10, image)],
                          workspace_id=research.pk, source="public", envs=sim(15 * 60))),
+        (alice, JobRequest("vit-finetune", "torchrun finetune.py",
+                           [RoleRequest("Worker", 2, image=image, resources=PodResources(2, 16, 64 * 1024))],
+                           workspace_id=vision.pk, quota_id=quota["cv-team"], envs=sim(3 * 3600))),
     ]
     return [create_job(user, request).job_id for user, request in requests]

@@ -15,8 +15,12 @@ def test_the_demo_jobs_are_valid_and_a_cycle_places_them_in_and_out_of_quota(dem
     cycle()
     jobs = {job.display_name: job for job in Job.objects.all()}
     assert {name: job.status for name, job in jobs.items()} == dict.fromkeys(
-        ["bert-pretrain", "resnet-sweep", "llm-sft-spot", "eval-a10"], "EnvPreparing")
+        ["bert-pretrain", "resnet-sweep", "llm-sft-spot", "eval-a10", "vit-finetune"], "EnvPreparing")
     assert jobs["bert-pretrain"].idle_label == "In Quota"
     assert jobs["resnet-sweep"].idle_label == "Not in Quota"  # nlp-team is full: it borrows cv-team's nodes
-    assert Pod.objects.filter(node__isnull=False).count() == 5
-    assert len(sent) == 5  # one start message per pod
+    # cv-team keeps one node for its own job, whose two 2-GPU pods share it
+    assert jobs["vit-finetune"].idle_label == "In Quota"
+    vit = list(Pod.objects.filter(job=jobs["vit-finetune"]).select_related("node"))
+    assert len({p.node.name for p in vit}) == 1 and sorted(g for p in vit for g in p.gpu_indices) == [0, 1, 2, 3]
+    assert Pod.objects.filter(node__isnull=False).count() == 7
+    assert len(sent) == 7  # one start message per pod

@@ -205,8 +205,7 @@ class PodShape:
         return self.cpu * 1000
 
     def __str__(self) -> str:
-        amounts = f"{self.gpu} GPU, {self.cpu} vCPU, {self.memory_mib // 1024} GiB"
-        return self.instance_type or amounts
+        return self.instance_type or f"{self.gpu} GPU · {self.cpu} vCPU · {self.memory_mib / 1024:g} GiB each"
 
 
 class PodKind(models.TextChoices):

@@ -142,7 +142,7 @@ def test_a_quota_job_gives_its_nodes_own_resources_instead_of_a_specification(pa
     shot(page, "create-job-own-resources")
     page.click("button[value=submit]")
     page.wait_for_url(re.compile(r"/jobs/dlc\w+/$"))
-    assert "Worker × 1 1 GPU, 8 vCPU, 32 GiB" in page.locator("#job-live dl.facts").inner_text()
+    assert "Worker × 1 1 GPU · 8 vCPU · 32 GiB each" in page.locator("#job-live dl.facts").inner_text()
     spec = Job.objects.get(display_name="cpu-sweep").specs.get()
     assert (spec.spec, spec.gpu, spec.cpu, spec.memory_mib) == (None, 1, 8, 32 * 1024)
 

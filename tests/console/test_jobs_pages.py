@@ -168,7 +168,7 @@ def test_the_detail_shows_the_instance_type_or_the_pods_own_resources(alice_clie
     html = alice_client.get(f"/jobs/{on_type.job_id}/").content.decode()
     assert 'Worker × 1 <span class="mono">ecs.gn6v-c8g1.16xlarge</span>' in html
     html = alice_client.get(f"/jobs/{custom.job_id}/").content.decode()
-    assert 'Worker × 2 <span class="mono">1 GPU, 8 vCPU, 32 GiB</span>' in html
+    assert 'Worker × 2 <span class="mono">1 GPU · 8 vCPU · 32 GiB each</span>' in html
     assert custom.status == "Running"
     assert len(re.findall(r"<td>nlp-team-[\w-]+</td>", html)) == 2  # both pods on nodes of the quota
 

@@ -132,7 +132,7 @@ def test_a_role_with_its_own_resources_stores_them_on_the_role_and_its_pods(bob)
     job = create_job(bob, make_request(roles=[own(PodResources(gpu=2, cpu=12, memory_mib=48 * 1024), pod_count=3)]))
     role = JobSpec.objects.get(job=job)
     assert (role.spec, role.gpu, role.cpu, role.memory_mib) == (None, 2, 12, 48 * 1024)
-    assert str(role.shape) == "2 GPU, 12 vCPU, 48 GiB" and role.bid_price is None
+    assert str(role.shape) == "2 GPU · 12 vCPU · 48 GiB each" and role.bid_price is None
     assert [(p.gpu, p.cpu_m, p.mem_mib) for p in job.pods.order_by("index")] == [(2, 12000, 48 * 1024)] * 3
 
 

@@ -94,7 +94,8 @@ def _role(i: int, spec: dict) -> RoleRequest:
         role=spec.get("Type") or "Worker",
         pod_count=spec["PodCount"] if params.given(spec.get("PodCount")) else 1,
         instance_type=spec.get("EcsSpec") or "",
-        resources=_resource_config(i, spec.get("ResourceConfig")),
+        # GetJob returns both for a role of an instance type: sent back, its EcsSpec wins, as before.
+        resources=None if spec.get("EcsSpec") else _resource_config(i, spec.get("ResourceConfig")),
         image=spec.get("Image") or "",
         command=spec.get("UserCommand") or "",
         spot_strategy=spot.get("SpotStrategy") or "",

@@ -127,6 +127,17 @@ def test_a_quota_job_may_give_its_pods_own_resources_and_get_job_returns_them(al
     assert [(p.gpu, p.cpu_m, p.mem_mib) for p in Pod.objects.filter(job__job_id=job_id)] == [(2, 12000, 48 * 1024)] * 2
 
 
+def test_job_specs_from_get_job_can_be_sent_back_to_create_job(alice_dlc):
+    """GetJob gives a role of an instance type its ResourceConfig too; CreateJob takes the EcsSpec."""
+    first = create(alice_dlc, ResourceId="quota00000002", JobSpecs=[
+        {"Type": "Worker", "Image": "pytorch:2", "PodCount": 1, "EcsSpec": "ecs.gn6v-c8g1.16xlarge"}])
+    specs = [s.to_map() for s in alice_dlc.get_job(first, dlc.GetJobRequest()).body.job_specs]
+    assert specs[0]["ResourceConfig"]["GPUType"] == "NVIDIA V100"
+    second = create(alice_dlc, ResourceId="quota00000002", JobSpecs=specs)
+    again = alice_dlc.get_job(second, dlc.GetJobRequest()).body.job_specs[0]
+    assert (again.ecs_spec, again.pod_count, again.resource_config.gpu) == ("ecs.gn6v-c8g1.16xlarge", 1, "8")
+
+
 @pytest.mark.parametrize("config, named, allowed", [
     ({"GPU": "2", "CPU": "12", "Memory": "48GB"}, "JobSpecs[0].ResourceConfig.Memory", "such as 32Gi or 512Mi"),
     ({"GPU": "2", "CPU": "12"}, "JobSpecs[0].ResourceConfig.Memory", "is required"),

@@ -330,6 +330,9 @@ class _RoleCheck:
         self.check.specs.append(self.spec)
 
     def _instance_type(self) -> None:
+        if not self.role.instance_type and self.check.req.source == Source.QUOTA:
+            return self.error("instance_type", "is required: an instance type (EcsSpec), or the pods' own resources "
+                                               "(ResourceConfig) on a Resource Quota")
         spec = ResourceSpec.objects.filter(instance_type=self.role.instance_type).first()
         if spec is None:
             known = ", ".join(ResourceSpec.objects.filter(resource_type=self.check.req.resource_type)

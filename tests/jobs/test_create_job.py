@@ -45,6 +45,7 @@ BAD_INPUTS = [
     ("roles", dict(roles=[]), "at least one role"),
     ("roles[0].pod_count", dict(roles=[worker(pod_count=0)]), "1 to 1000"),
     ("roles[0].instance_type", dict(roles=[worker(instance_type="ecs.nope")]), "ecs.gn6v-c8g1.16xlarge"),
+    ("roles[0].instance_type", dict(roles=[worker(instance_type="")]), "or the pods' own resources (ResourceConfig)"),
     ("roles[0].instance_type", dict(roles=[worker(instance_type=LINGJUN)]), "is a Lingjun instance type"),
     ("roles[0].image", dict(roles=[worker(image="")]), "required"),
     ("roles[1].role", dict(roles=[worker(), worker()]), "more than once"),

@@ -170,11 +170,11 @@ class JobSpec(models.Model):
         return f"{self.role} × {self.pod_count} {self.shape}"
 
     @property
-    def shape(self) -> "PodShape":
+    def shape(self) -> "PodResources":
         """What each pod of the role takes: its instance type's resources, or the role's own."""
         if self.spec_id is not None:
-            return PodShape(self.spec.cpu, self.spec.memory_mib, self.spec.gpu, self.spec.instance_type)
-        return PodShape(self.cpu, self.memory_mib, self.gpu)
+            return PodResources(self.spec.gpu, self.spec.cpu, self.spec.memory_mib, self.spec.instance_type)
+        return PodResources(self.gpu, self.cpu, self.memory_mib)
 
     @property
     def bid_price(self) -> Decimal | None:
@@ -194,11 +194,14 @@ class JobSpec(models.Model):
 
 
 @dataclass(frozen=True)
-class PodShape:
+class PodResources:
+    """What one pod takes: a role's own amounts (PAI's ResourceConfig, for Resource Quota jobs; the
+    pod then takes part of a node), or as JobSpec.shape those of its instance type."""
+
+    gpu: int
     cpu: int  # cores
     memory_mib: int
-    gpu: int
-    instance_type: str = ""  # empty: custom resources (ResourceConfig), part of a node
+    instance_type: str = ""  # empty: the role's own amounts
 
     @property
     def cpu_m(self) -> int:

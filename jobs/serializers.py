@@ -121,7 +121,7 @@ def _resource_config(i: int, value) -> PodResources | None:
     if unknown:
         raise invalid(at, f"unknown keys {unknown}; allowed: GPU, CPU, Memory")
     return PodResources(gpu=_whole(value.get("GPU"), 0), cpu=_whole(value.get("CPU"), 1),
-                        memory_mib=_memory_mib(f"{at}.Memory", value.get("Memory")))
+                        memory_mib=params.memory_mib(f"{at}.Memory", value.get("Memory")))
 
 
 def _whole(value, default: int):
@@ -129,18 +129,6 @@ def _whole(value, default: int):
         return default
     text = str(value).strip()
     return int(text) if text.isdigit() else value
-
-
-_MEMORY = re.compile(r"^(\d+)\s*(Gi|Mi)?$")
-
-
-def _memory_mib(at: str, value) -> int:
-    if not params.given(value):
-        raise invalid(at, "is required with ResourceConfig, e.g. 32Gi or 512Mi (a plain number is GiB)")
-    m = _MEMORY.match(str(value).strip())
-    if m is None:
-        raise invalid(at, f"must be an amount such as 32Gi or 512Mi (a plain number is GiB), got {value!r}")
-    return int(m[1]) * (1 if m[2] == "Mi" else 1024)
 
 
 def _number(value: Any):

@@ -17,16 +17,17 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs import aimaster, bulk, dispatch, lifecycle
-from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, RunType,
+from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, PodResources, RunType,
                          Source)
 from jobs.scheduling import request_cycle
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
 from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role
+from quotas.usage import subtrees
 from spot.bids import validate_spot_bid
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
@@ -41,15 +42,6 @@ class ValidationFailed(Exception):
     def __init__(self, errors: dict[str, str]):
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
         self.errors = errors
-
-
-@dataclass(frozen=True)
-class PodResources:
-    """A pod's own resources instead of an instance type (PAI's ResourceConfig), for quota jobs."""
-
-    gpu: int = 0
-    cpu: int = 1  # cores
-    memory_mib: int = 1024
 
 
 @dataclass
@@ -162,7 +154,7 @@ def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec | None, now) -> l
     )
     shape = own or spec
     return [row, *(Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", role=role.role, index=i, incarnation=0,
-                       cpu_m=shape.cpu * 1000, mem_mib=shape.memory_mib, gpu=shape.gpu, created_at=now)
+                       cpu_m=shape.cpu_m, mem_mib=shape.memory_mib, gpu=shape.gpu, created_at=now)
                    for i in range(role.pod_count))]
 
 
@@ -410,8 +402,8 @@ SPOT_FIELDS = {
 
 
 # The node shapes a ResourceConfig pod is checked against are kept this long per quota (Django's
-# cache: per process unless CACHES says otherwise). The recursive query cost PostgreSQL about 1 ms
-# of CPU a call: create_job's server time went from 3.8 to 2.7 ms without it (in process, on
+# cache: per process unless CACHES says otherwise). Reading them cost PostgreSQL about 1 ms of CPU
+# a call: create_job's server time went from 3.8 to 2.7 ms without it (in process, on
 # bench/kueue_baseline.py's submit path). A node
 # added or removed shows here within the TTL; the scheduler, which reads the nodes every cycle,
 # decides where the pod fits.
@@ -420,19 +412,10 @@ NODE_SHAPES_TTL_S = 10
 
 def quota_tree_node_shapes(quota_pk: int) -> set[tuple[int, int, int]]:
     """(GPUs, vCPU cores, MiB) of the nodes in the quota's tree (its root quota and all below it),
-    where the scheduler may place the quota's pods. One recursive query, up to the root and down."""
-    quota, node, spec = Quota._meta.db_table, Node._meta.db_table, ResourceSpec._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(f"""
-            WITH RECURSIVE up(id, parent_id) AS (
-                SELECT id, parent_id FROM {quota} WHERE id = %s
-                UNION ALL SELECT q.id, q.parent_id FROM {quota} q JOIN up ON q.id = up.parent_id),
-            tree(id) AS (
-                SELECT id FROM up WHERE parent_id IS NULL
-                UNION ALL SELECT q.id FROM {quota} q JOIN tree ON q.parent_id = tree.id)
-            SELECT DISTINCT s.gpu, s.cpu, s.memory_mib FROM {node} n JOIN {spec} s ON s.id = n.spec_id
-            WHERE n.quota_id IN (SELECT id FROM tree)""", [quota_pk])
-        return set(cursor.fetchall())
+    where the scheduler may place the quota's pods."""
+    tree = max((members for members in subtrees().values() if quota_pk in members), key=len)  # the root's
+    return set(Node.objects.filter(quota_id__in=tree).values_list("spec__gpu", "spec__cpu", "spec__memory_mib")
+               .order_by().distinct())
 
 
 def _choice(check: _Validation, name: str, value: Any, allowed) -> None:

@@ -151,7 +151,7 @@ def _usage_by_quota() -> dict[int, Counter]:
 
 
 def _spec_amount(spec, n: int) -> Counter:
-    """n pods of this shape (a ResourceSpec, or a JobSpec's PodShape)."""
+    """n pods of this shape (a ResourceSpec, or a JobSpec's PodResources)."""
     return Counter(cpu_m=spec.cpu_m * n, mem_mib=spec.memory_mib * n, gpu=spec.gpu * n)
 
 

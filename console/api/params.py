@@ -6,6 +6,7 @@ and multi-value filters as comma-separated strings. An empty value counts as not
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
@@ -109,3 +110,16 @@ def cpu_amount(millicores: int) -> str:
 
 def memory_amount(mib: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+_MEMORY = re.compile(r"^(\d+)\s*(Gi|Mi)?$")
+
+
+def memory_mib(name: str, value: Any) -> int:
+    """memory_amount's inverse for a required field: '32Gi' or '512Mi' (a plain number is GiB)."""
+    if not given(value):
+        raise invalid(name, "is required, e.g. 32Gi or 512Mi (a plain number is GiB)")
+    m = _MEMORY.match(str(value).strip())
+    if m is None:
+        raise invalid(name, f"must be an amount such as 32Gi or 512Mi (a plain number is GiB), got {value!r}")
+    return int(m[1]) * (1 if m[2] == "Mi" else 1024)

@@ -22,6 +22,7 @@ its task was lost; beat repairs anything else.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -82,12 +83,15 @@ def run_paced_cycle() -> s.Decisions:
 
 def run_cycle(now=None) -> s.Decisions:
     """One schedule cycle, applied in one transaction; messages go to the agents after commit."""
-    now = now or timezone.now()
     t = [time.perf_counter()]
     with transaction.atomic():
         _serialize_cycles()
         t.append(time.perf_counter())
-        snapshot = build_snapshot(now)
+        cluster = read_cluster()
+        # The clock after the reads: every job read was submitted before the cycle's now, so no pod
+        # is bound (bound_at = now) before its job was submitted, however long the lock took.
+        now = now or timezone.now()
+        snapshot = dataclasses.replace(cluster, markets=_markets(now))
         t.append(time.perf_counter())
         decisions = s.plan(snapshot, now)
         t.append(time.perf_counter())
@@ -115,9 +119,13 @@ def _serialize_cycles() -> None:
 # ---- 2. snapshot ----------------------------------------------------------------------------
 
 
+def read_cluster() -> s.Snapshot:
+    """The snapshot without its markets, which are priced at the cycle's now (read after this)."""
+    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=waiting_jobs.read())
+
+
 def build_snapshot(now) -> s.Snapshot:
-    return s.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=waiting_jobs.read(),
-                      markets=_markets(now))
+    return dataclasses.replace(read_cluster(), markets=_markets(now))
 
 
 # The snapshot reads values, not model instances: building tens of thousands of instances was

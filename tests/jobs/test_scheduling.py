@@ -25,6 +25,24 @@ def test_a_cycle_admits_a_job_and_binds_its_pods_in_quota(bob, sent, cycle):
     assert job.events.filter(reason="JobAdmitted", message__contains="In Quota").exists()
 
 
+def test_a_job_submitted_while_the_cycle_waits_for_its_lock_is_not_bound_before_its_submission(bob, cycle, monkeypatch):
+    # The cycle's now is read after the cluster: a job that came in while the cycle waited for the
+    # lock (as a submitter's commit does) is bound at or after its submission, never before.
+    from jobs import scheduling
+
+    submitted = []
+    lock = scheduling._serialize_cycles
+
+    def lock_then_a_submission():
+        lock()
+        submitted.append(create_job(bob, make_request(pods=1)))
+
+    monkeypatch.setattr(scheduling, "_serialize_cycles", lock_then_a_submission)
+    cycle()
+    pod = submitted[0].pods.get()
+    assert pod.node is not None and pod.bound_at >= submitted[0].submitted_at
+
+
 def test_a_job_that_does_not_fit_waits_with_a_reason_and_its_place_in_the_queue(bob, cycle):
     create_job(bob, make_request(pods=2))
     later = create_job(bob, make_request(pods=1))

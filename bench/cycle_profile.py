@@ -75,6 +75,7 @@ def timed_cycle(now=None) -> dict:
         t.append(time.perf_counter())
         scheduling.apply(decisions, now)  # messages are not sent: no agent here
         t.append(time.perf_counter())
+    scheduling.store_wait_reasons(decisions, now)
     t.append(time.perf_counter())
     return {"admitted": len(decisions.admissions), "snapshot": t[1] - t[0], "plan": t[2] - t[1],
             "apply": t[3] - t[2], "commit": t[4] - t[3], "total": t[4] - t[0], "gc": gc_clock.seconds,
@@ -150,7 +151,7 @@ def main() -> None:
                                                                       "gc")),
                           r["gc2"], f"{r['reports']:.3f}" if "reports" in r else "")
                          for n, r in enumerate(rows, 1)],
-                        ("cycle", "admitted", "snapshot s", "plan s", "apply s", "commit s", "total s",
+                        ("cycle", "admitted", "snapshot s", "plan s", "apply s", "commit, reasons s", "total s",
                          "of which in gc s", "full gcs", "reports before it s")))
     steady = rows[1:]
     if steady:

@@ -7,9 +7,9 @@
        them between cycles and reads only what changed), market prices.
     3. plan(snapshot, now): pure, in scheduler/.
     4. Apply in the same transaction: preempt (pods terminating, "Resource Preempted" events),
-       admit (bind pods to nodes and GPU indices, Queuing/Bidding -> EnvPreparing), store the
-       waiting jobs' reasons and queue positions that changed (jobs/waiting.py).
-    5. After commit: stop and start messages to the agents (jobs/dispatch.py).
+       admit (bind pods to nodes and GPU indices, Queuing/Bidding -> EnvPreparing).
+    5. After commit: stop and start messages to the agents (jobs/dispatch.py), then the waiting
+       jobs' reasons and queue positions that changed (jobs/waiting.py), in a second transaction.
 
 Cycles are requested with `request_cycle()` by every event that can change a decision, and run
 by beat every OPENDLC_SCHEDULE_INTERVAL_S. Requests are coalesced: the first request since the
@@ -98,10 +98,12 @@ def run_cycle(now=None) -> s.Decisions:
         dispatch.send_on_commit(apply(decisions, now))
         t.append(time.perf_counter())
     t.append(time.perf_counter())
+    store_wait_reasons(decisions, now)
+    t.append(time.perf_counter())
     # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
     level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
     log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (lock %.3f, snapshot %.3f, "
-            "plan %.3f, apply %.3f, commit and send %.3f)", len(snapshot.jobs), len(decisions.admissions),
+            "plan %.3f, apply %.3f, commit and send %.3f, wait reasons %.3f)", len(snapshot.jobs), len(decisions.admissions),
             len(decisions.preemptions), t[-1] - t[0], *(b - a for a, b in itertools.pairwise(t)))
     return decisions
 
@@ -189,10 +191,13 @@ def _role_bids(job_pks) -> dict[tuple[int, str], tuple[Decimal | None, int]]:
 def _markets(now) -> tuple[s.MarketState, ...]:
     # spot.market_state owns the market: the price in force now and the last hour's average
     # weighted by how long each price held (the Lingjun release rule), per public pool.
+    markets = current_markets(now)
+    if not markets:
+        return ()
     specs = dict(ResourceSpec.objects.values_list("instance_type", "resource_type"))
     return tuple(
         s.MarketState(instance_type, market.price, market.avg_last_hour, specs[instance_type])
-        for instance_type, market in sorted(current_markets(now).items())
+        for instance_type, market in sorted(markets.items())
     )
 
 
@@ -206,8 +211,18 @@ def apply(decisions: s.Decisions, now) -> list[dispatch.Message]:
     """
     messages = _preempt_all(decisions.preemptions, now)
     messages += _admit_all(decisions.admissions, now)
-    waiting_jobs.store(decisions.waiting, now)
     return messages
+
+
+def store_wait_reasons(decisions: s.Decisions, now) -> None:
+    """The waiting jobs' reasons and queue positions that changed (jobs/waiting.py), after the
+    cycle's commit, so that the admitted pods' start messages do not wait on them: a third of a
+    busy cycle's apply time (bench/kueue_baseline.py). A transaction of their own under the cycle
+    lock, as every cycle's writes are. They are what the console shows of a waiting job and decide
+    nothing: if this step is lost, the next refresh (jobs/waiting.py) writes them."""
+    with transaction.atomic():
+        _serialize_cycles()
+        waiting_jobs.store(decisions.waiting, now)
 
 
 def _preempt_all(preemptions: tuple[s.Preemption, ...], now) -> list[dispatch.Message]:

@@ -52,6 +52,8 @@ def current_markets(now: datetime | None = None) -> dict[str, Market]:
     """
     now = now or timezone.now()
     pools = public_pools()
+    if not pools:
+        return {}
     series = price_series({p.spec for p in pools.values()}, now)
     minutes = last_hour_minutes(now)
     markets = {}

@@ -70,8 +70,9 @@ def public_pools(specs=None) -> dict[str, PoolUsage]:
     for row in counts:
         spec = by_pk[row["spec"]]
         pools[spec.instance_type] = PoolUsage(spec, row["total"], row["ready"] * unit_of(spec))
-    _add_pods(pools)
-    _add_bids(pools)
+    if pools:  # a cluster of quota nodes only (no public pool) has no market to read
+        _add_pods(pools)
+        _add_bids(pools)
     return pools
 
 

@@ -12,6 +12,7 @@ from django.forms import formset_factory
 
 from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
+from quotas.usage import subtrees
 
 DISCOUNTS = [(f"0.{n}", f"{n}0%") for n in range(1, 10)]
 FRAMEWORKS = [
@@ -250,7 +251,7 @@ class QuotaForm(forms.ModelForm):
         quota = self.instance if self.instance.pk else None
         parents = Quota.objects.all()
         if quota:
-            parents = parents.exclude(pk__in=descendant_ids(quota))
+            parents = parents.exclude(pk__in=subtrees()[quota.pk])  # no loops: not itself or below it
         self.fields["parent"].queryset = parents
         self.fields["nodes"].queryset = assignable_nodes(quota, self._parent())
         if quota:
@@ -269,14 +270,6 @@ class QuotaForm(forms.ModelForm):
             if data.get("resource_type") and node.spec.resource_type != data["resource_type"]:
                 self.add_error("nodes", f"{node.name} is a {node.spec.get_resource_type_display()} node; this quota is {data['resource_type']}.")
         return data
-
-
-def descendant_ids(quota) -> set[int]:
-    ids, frontier = {quota.pk}, [quota.pk]
-    while frontier:
-        frontier = list(Quota.objects.filter(parent_id__in=frontier).values_list("pk", flat=True))
-        ids.update(frontier)
-    return ids
 
 
 def assignable_nodes(quota, parent):

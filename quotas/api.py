@@ -24,6 +24,7 @@ from jobs.states import FINAL, WAITING
 from quotas.models import (
     Membership, Node, NodeStatus, QueueStrategy, Quota, ResourceSpec, ResourceType, Role, Workspace,
 )
+from quotas.usage import subtrees
 
 RUNNING_POD = ("Pending", "Running")
 QUOTA_SORT = ("QuotaName", "Status", "CPU", "Memory", "GPU", "GmtCreatedTime", "GmtModifiedTime")
@@ -71,18 +72,16 @@ class QuotaTree:
         self.children = defaultdict(list)
         for q in Quota.objects.filter(parent__in=list(self.quotas)).only("pk", "quota_id", "name", "parent"):
             self.children[q.parent_id].append(q)
-        self.all_children = _all_children()
+        self.subtrees = subtrees()
         self.nodes = _nodes_by_quota()
         self.used = _usage_by_quota()
         self.workspaces = defaultdict(list)
         for q in Quota.workspaces.through.objects.filter(quota__in=list(self.quotas)).select_related("workspace"):
             self.workspaces[q.quota_id].append(q.workspace)
 
-    def subtree(self, pk: int) -> list[int]:
-        return _descendants(pk, self.all_children)
-
     def shape(self, quota: Quota) -> dict:
-        ids = self.subtree(quota.pk)
+        ids = self.subtrees[quota.pk]
+        below = ids - {quota.pk}
         min_nodes = Counter()
         for pk in ids:
             min_nodes.update(self.nodes.get(pk, Counter()))
@@ -111,7 +110,7 @@ class QuotaTree:
                 "DesiredMinQuota": total, "ActualMinQuota": total, "AllocatableQuota": total,
                 "UsedQuota": used, "SelfAllocatedQuota": own,
                 "DescendantsAllocatedQuota": _amount(
-                    sum((self.used.get(pk, Counter()) for pk in ids[1:]), Counter())
+                    sum((self.used.get(pk, Counter()) for pk in below), Counter())
                 ),
                 "NodeStatistics": {"ActualMinNodeNum": sum(min_nodes.values()),
                                    "AllocatedNodeNum": sum(min_nodes.values())},
@@ -125,13 +124,6 @@ class QuotaTree:
                 {"WorkspaceId": str(w.pk), "WorkspaceName": w.name} for w in self.workspaces.get(quota.pk, [])
             ],
         }
-
-
-def _all_children() -> dict[int, list[int]]:
-    out = defaultdict(list)
-    for pk, parent in Quota.objects.filter(parent__isnull=False).values_list("pk", "parent"):
-        out[parent].append(pk)
-    return out
 
 
 def _nodes_by_quota() -> dict[int, Counter]:
@@ -466,22 +458,13 @@ def _filtered_nodes(user, q):
         nodes = nodes.filter(spec__gpu__gt=0) if accelerator == "GPU" else nodes.filter(spec__gpu=0)
     if workspace := params.text(q, "WorkspaceId"):
         bound = Quota.objects.filter(workspaces__pk=workspace if workspace.isdigit() else 0)
-        nodes = nodes.filter(quota__in=[pk for quota in bound for pk in _subtree_ids(quota)])
+        tree = subtrees()
+        nodes = nodes.filter(quota__in=[pk for quota in bound for pk in tree[quota.pk]])
     return nodes
 
 
-def _subtree_ids(quota: Quota) -> list[int]:
-    return _descendants(quota.pk, _all_children())
-
-
-def _descendants(pk: int, children: dict[int, list[int]]) -> list[int]:
-    """pk first, then every quota below it."""
-    out, todo = [], [pk]
-    while todo:
-        current = todo.pop()
-        out.append(current)
-        todo.extend(children.get(current, ()))
-    return out
+def _subtree_ids(quota: Quota) -> set[int]:
+    return subtrees()[quota.pk]
 
 
 def _pods_by_node(nodes) -> dict[int, list[Pod]]:

@@ -184,3 +184,18 @@ def test_list_quota_workloads_sums_the_resources_a_role_gives_itself(alice_dlc, 
     }))
     resource = alice_studio.list_quota_workloads("quota00000002", studio.ListQuotaWorkloadsRequest()).body.workloads[0].resource
     assert (resource.gpu, resource.cpu, resource.memory) == ("6", "36", "144Gi")
+
+
+def test_a_parent_quota_counts_what_its_sub_quotas_use_as_its_descendants(alice_studio, alice_dlc):
+    job_id = alice_dlc.create_job(dlc.CreateJobRequest().from_map({
+        "DisplayName": "bert", "UserCommand": "python x.py", "ResourceId": "quota00000002",
+        "JobSpecs": [{"Type": "Worker", "Image": "pt", "PodCount": 1, "EcsSpec": "ecs.gn6v-c8g1.16xlarge"}],
+    })).body.job_id
+    node = Node.objects.filter(quota__name="nlp-team").first()
+    Pod.objects.filter(job__job_id=job_id).update(node=node, status="Running", gpu=8, cpu_m=64000, mem_mib=256 * 1024)
+
+    quotas = {q.quota_name: q.quota_details for q in alice_studio.list_quotas(studio.ListQuotasRequest()).body.quotas}
+    platform, nlp = quotas["ml-platform"], quotas["nlp-team"]
+    assert (platform.used_quota.gpu, platform.descendants_allocated_quota.gpu) == ("8", "8")
+    assert (nlp.used_quota.gpu, nlp.self_allocated_quota.gpu) == ("8", "8")
+    assert quotas["cv-team"].used_quota.gpu == "0"

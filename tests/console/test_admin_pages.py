@@ -53,6 +53,14 @@ def test_taking_a_node_off_a_quota_returns_it_to_the_public_pool(alice_client):
     assert Node.objects.filter(name="llm-finetune-gu7xf-0", quota=None).exists()
 
 
+def test_a_quota_may_not_be_moved_under_itself_or_one_of_its_sub_quotas(alice_client):
+    platform = Quota.objects.get(name="ml-platform")
+    html = alice_client.get(f"/quotas/{platform.quota_id}/edit/").content.decode()
+    parent = re.search(r'<select name="parent".*?</select>', html, re.S)[0]
+    choices = set(re.findall(r'<option value="\d+"[^>]*>([^<]+)</option>', parent))
+    assert choices == {"llm-pretrain", "llm-finetune"}  # not ml-platform, nlp-team or cv-team
+
+
 def test_a_quota_cannot_take_nodes_of_another_resource_type(alice_client):
     node = Node.objects.filter(quota=None, spec__resource_type="Lingjun").first()
     response = alice_client.post("/quotas/new/", {"name": "mixed", "resource_type": "ECS", "queue_strategy": "BestEffort",

@@ -43,10 +43,13 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import multiprocessing
 import resource
 import time
+from collections import defaultdict
 from dataclasses import dataclass
+from statistics import median
 
 try:
     from bench import harness
@@ -213,7 +216,39 @@ def figures(jobs: list[tuple[int, str]], queues: int, submitted_s: float, lag_s:
         waits = [(admitted[pk] - rows[pk][0]).total_seconds() for pk, name in jobs if name == cls.name]
         result[f"{cls.name}_s"] = sum(waits) / len(waits) if waits else 0.0
         result[f"{cls.name}_jobs"] = len(waits)
-    return result
+    return {**result, **per_gpu(pks, capacity * wall)}
+
+
+def per_gpu(pks: list[int], capacity_s: float) -> dict:
+    """Where the held capacity goes, GPU by GPU (node and index), from the pods' bound_at,
+    started_at and finished_at: running (preempted pods' runs apart), bound but not started yet,
+    and the wait of a GPU from one pod's end to the next pod's binding."""
+    from jobs.models import Pod, PodSubStatus
+
+    run = lost = starting = 0.0
+    to_start, by_gpu = [], defaultdict(list)
+    for node, indices, bound, started, fin, sub_status in Pod.objects.filter(
+            job_id__in=pks, bound_at__isnull=False, finished_at__isnull=False).values_list(
+            "node_id", "gpu_indices", "bound_at", "started_at", "finished_at", "sub_status"):
+        evicted = sub_status == PodSubStatus.EVICTED
+        began = started or fin  # a pod stopped before it started held its GPUs only while binding
+        seconds = max(0.0, (fin - began).total_seconds())
+        if evicted:
+            lost += seconds * len(indices)
+        else:
+            run += seconds * len(indices)
+        starting += max(0.0, (began - bound).total_seconds()) * len(indices)
+        to_start.append((began - bound).total_seconds())
+        for gpu in indices:
+            by_gpu[node, gpu].append((bound, fin))
+    gaps = []
+    for spans in by_gpu.values():
+        spans.sort()
+        gaps += [max(0.0, (nxt[0] - cur[1]).total_seconds()) for cur, nxt in itertools.pairwise(spans)]
+    pct = 100 / capacity_s if capacity_s else 0.0
+    return {"running_pct": run * pct, "preempted_run_pct": lost * pct, "starting_pct": starting * pct,
+            "to_start_p50_s": median(to_start) if to_start else 0.0,
+            "gap_p50_s": median(gaps) if gaps else 0.0, "gap_mean_s": sum(gaps) / len(gaps) if gaps else 0.0}
 
 
 def report(r: dict) -> str:
@@ -232,6 +267,10 @@ def report(r: dict) -> str:
              f"then {r['backlog']} unfinished jobs drained in {r['wall_s'] - r['split_s']:.0f} s "
              f"({r['backlog'] / max(1e-9, r['wall_s'] - r['split_s']):.0f} jobs/s), "
              f"capacity held {r['usage_draining_pct']:.1f} %",
+             f"per GPU: running {r['running_pct']:.1f} % (and preempted pods' lost runs {r['preempted_run_pct']:.1f} %), "
+             f"bound but not started {r['starting_pct']:.1f} % (a pod starts {r['to_start_p50_s']:.3f} s p50 after "
+             f"its binding), idle {100 - r['usage_pct']:.1f} % (from a pod's end to the next binding on its GPU "
+             f"{r['gap_p50_s']:.3f} s p50, {r['gap_mean_s']:.3f} s mean)",
              r.get("cpu", ""), r.get("cycles", "")]
     return "\n".join(lines)
 

@@ -33,6 +33,11 @@ def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(
         pytest.approx(r["usage_pct"] * r["wall_s"])
     assert "avg usage of nominal capacity" in kueue_baseline.report(r) and "drained in" in kueue_baseline.report(r)
     assert r["pods"] == {"pod": 2 * (7 + 2 + 1), "gang": 2 * (7 + 2 * 5 + 1 * 20)}[shape]  # first incarnations
+    # per GPU, the held capacity splits into running, preempted runs and binding to start
+    assert r["running_pct"] >= 0.99 * r["work_pct"] > 0  # each pod ran its run time (1 % for clock rounding)
+    assert r["running_pct"] + r["preempted_run_pct"] + r["starting_pct"] == pytest.approx(r["usage_pct"])
+    assert r["to_start_p50_s"] >= 0 and 0 <= r["gap_p50_s"] and r["gap_mean_s"] >= 0
+    assert "per GPU: running" in kueue_baseline.report(r)
 
 
 def test_admission_throughput_binds_and_finishes_every_job(services):

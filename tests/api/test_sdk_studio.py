@@ -156,13 +156,19 @@ def test_a_workspace_admin_may_change_a_quota_bound_to_it(bob_studio, bob, resea
     assert Quota.objects.get(pk=nlp.pk).description == "admin edit"
 
 
-def test_list_nodes_of_a_quota_with_who_uses_them(alice_studio, alice_dlc):
-    job_id = alice_dlc.create_job(dlc.CreateJobRequest().from_map({
+def running_on_nlp_team(dlc_client) -> tuple[str, Node]:
+    """A one-pod job of nlp-team (quota00000002) created through the SDK, its pod running on a node."""
+    job_id = dlc_client.create_job(dlc.CreateJobRequest().from_map({
         "DisplayName": "bert", "UserCommand": "python x.py", "ResourceId": "quota00000002",
         "JobSpecs": [{"Type": "Worker", "Image": "pt", "PodCount": 1, "EcsSpec": "ecs.gn6v-c8g1.16xlarge"}],
     })).body.job_id
     node = Node.objects.filter(quota__name="nlp-team").first()
     Pod.objects.filter(job__job_id=job_id).update(node=node, status="Running", gpu=8, cpu_m=64000, mem_mib=256 * 1024)
+    return job_id, node
+
+
+def test_list_nodes_of_a_quota_with_who_uses_them(alice_studio, alice_dlc):
+    job_id, node = running_on_nlp_team(alice_dlc)
 
     body = alice_studio.list_nodes(studio.ListNodesRequest(quota_id="quota00000002")).body
     assert body.total_count == 2
@@ -187,12 +193,7 @@ def test_list_quota_workloads_sums_the_resources_a_role_gives_itself(alice_dlc, 
 
 
 def test_a_parent_quota_counts_what_its_sub_quotas_use_as_its_descendants(alice_studio, alice_dlc):
-    job_id = alice_dlc.create_job(dlc.CreateJobRequest().from_map({
-        "DisplayName": "bert", "UserCommand": "python x.py", "ResourceId": "quota00000002",
-        "JobSpecs": [{"Type": "Worker", "Image": "pt", "PodCount": 1, "EcsSpec": "ecs.gn6v-c8g1.16xlarge"}],
-    })).body.job_id
-    node = Node.objects.filter(quota__name="nlp-team").first()
-    Pod.objects.filter(job__job_id=job_id).update(node=node, status="Running", gpu=8, cpu_m=64000, mem_mib=256 * 1024)
+    running_on_nlp_team(alice_dlc)
 
     quotas = {q.quota_name: q.quota_details for q in alice_studio.list_quotas(studio.ListQuotasRequest()).body.quotas}
     platform, nlp = quotas["ml-platform"], quotas["nlp-team"]

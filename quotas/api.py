@@ -513,14 +513,20 @@ class QuotaWorkloadsView(SdkView):
         *PAGING, "WorkloadStatuses", "Status", "WorkloadIds", "WorkloadNames", "UserIds", "Priority",
         "UseOversoldResource", "WithHistoricalData"))
     def get(self, request, quota_id):
-        from jobs.services import visible_jobs
-
         q = request.query_params
         quota = get_visible_quota(request.user, quota_id)
-        jobs = visible_jobs(request.user).filter(quota__in=_subtree_ids(quota)).select_related("workspace", "user", "quota")
-        jobs = _filtered_workloads(jobs, q)
-        rows, total = paginate(jobs, page_of(q))
+        rows, total = paginate(quota_workloads(request.user, quota, q), page_of(q))
         return self.reply(request, {"Workloads": [_workload(job) for job in rows], "TotalCount": total})
+
+
+def quota_workloads(user, quota: Quota, q):
+    """The jobs of the quota's tree that the user may see, filtered and sorted as asked, with what
+    _workload reads of them (their roles and shapes) fetched per page, not per job."""
+    from jobs.services import visible_jobs
+
+    jobs = (visible_jobs(user).filter(quota__in=_subtree_ids(quota))
+            .select_related("workspace", "user", "quota").prefetch_related("specs__spec"))
+    return _filtered_workloads(jobs, q)
 
 
 def _filtered_workloads(jobs, q):
@@ -546,8 +552,7 @@ def _filtered_workloads(jobs, q):
 
 
 def _workload(job: Job) -> dict:
-    specs = list(job.specs.select_related("spec"))
-    resource = sum((_spec_amount(s.shape, s.pod_count) for s in specs), Counter())
+    resource = sum((_spec_amount(s.shape, s.pod_count) for s in job.specs.all()), Counter())
     waiting = job.status in WAITING
     return {
         "WorkloadId": job.job_id,

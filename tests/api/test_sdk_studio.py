@@ -200,3 +200,21 @@ def test_a_parent_quota_counts_what_its_sub_quotas_use_as_its_descendants(alice_
     assert (platform.used_quota.gpu, platform.descendants_allocated_quota.gpu) == ("8", "8")
     assert (nlp.used_quota.gpu, nlp.self_allocated_quota.gpu) == ("8", "8")
     assert quotas["cv-team"].used_quota.gpu == "0"
+
+
+
+def test_list_quota_workloads_reads_the_roles_of_a_page_at_once(alice_dlc, alice, django_assert_num_queries):
+    from django.http import QueryDict
+
+    from quotas.api import _workload, quota_workloads
+
+    for i in range(3):
+        alice_dlc.create_job(dlc.CreateJobRequest().from_map({
+            "DisplayName": f"sft-{i}", "UserCommand": "python x.py", "ResourceId": "quota00000002",
+            "JobSpecs": [{"Type": "Worker", "Image": "pt", "PodCount": 2,
+                          "ResourceConfig": {"GPU": "1", "CPU": "8", "Memory": "32Gi"}}],
+        }))
+    rows = list(quota_workloads(alice, Quota.objects.get(quota_id="quota00000002"), QueryDict()))
+    with django_assert_num_queries(0):  # the roles came with the page
+        resources = [_workload(job)["Resource"]["GPU"] for job in rows]
+    assert resources == ["2", "2", "2"]

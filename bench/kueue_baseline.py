@@ -237,8 +237,8 @@ def per_gpu(pks: list[int], capacity_s: float) -> dict:
             lost += seconds * len(indices)
         else:
             run += seconds * len(indices)
-        starting += max(0.0, (began - bound).total_seconds()) * len(indices)
         to_start.append((began - bound).total_seconds())
+        starting += max(0.0, to_start[-1]) * len(indices)
         for gpu in indices:
             by_gpu[node, gpu].append((bound, fin))
     gaps = []

@@ -11,6 +11,7 @@ from django import forms
 from django.forms import formset_factory
 
 from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
+from jobs.services import POD_RESOURCE_LIMITS
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
 from quotas.usage import subtrees
 
@@ -143,8 +144,8 @@ NODE_AMOUNTS = ("gpu", "cpu", "memory_gib")
 
 
 def node_amount(label: str, low: int, high: int) -> forms.IntegerField:
-    """One of a node's own resources (GPUs, vCPUs, Memory) on a Resource Quota, in whole units;
-    the range is jobs.services' for a pod's ResourceConfig."""
+    """One of a node's own resources (GPUs, vCPUs, Memory) on a Resource Quota, in whole units,
+    within jobs.services.POD_RESOURCE_LIMITS."""
     allowed = f"{label} must be a whole number from {low} to {high}"
     return forms.IntegerField(
         label=label, required=False, min_value=low, max_value=high,
@@ -167,9 +168,9 @@ class RoleForm(forms.Form):
         error_messages={"invalid_choice": "Choose a Resource Specification of the chosen Resource Type and Source.",
                         "required": "Choose a Resource Specification for the role."},
     )
-    gpu = node_amount("GPUs", 0, 1024)
-    cpu = node_amount("vCPUs", 1, 4096)
-    memory_gib = node_amount("Memory (GiB)", 1, 64 * 1024)
+    gpu = node_amount("GPUs", *POD_RESOURCE_LIMITS["gpu"][:2])
+    cpu = node_amount("vCPUs", *POD_RESOURCE_LIMITS["cpu"][:2])
+    memory_gib = node_amount("Memory (GiB)", 1, POD_RESOURCE_LIMITS["memory_mib"][1] // 1024)  # whole GiB
     bid_discount = forms.TypedChoiceField(
         label="Bid Price (Discount)", choices=[("", "Select a discount"), *DISCOUNTS], coerce=Decimal, required=False, empty_value=None,
         error_messages={"invalid_choice": "Bid Price (Discount) must be one of 10%%, 20%%, ... 90%% of the on-demand price; %(value)s is not allowed."},

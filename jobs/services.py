@@ -346,8 +346,8 @@ class _RoleCheck:
                                                  "(source 'quota'); Public and Preemptible Resources take an "
                                                  "instance type (EcsSpec)")
         bad = False
-        for name, value, low, high, unit in (("gpu", own.gpu, 0, 1024, "GPUs"), ("cpu", own.cpu, 1, 4096, "vCPU cores"),
-                                             ("memory_mib", own.memory_mib, 1, 64 * 1024 * 1024, "MiB")):
+        for name, (low, high, unit) in POD_RESOURCE_LIMITS.items():
+            value = getattr(own, name)
             if not _int_between(value, low, high):
                 bad = True
                 self.error(f"resource_config.{name}", f"must be a whole number of {unit} from {low} to {high}, "
@@ -399,6 +399,11 @@ SPOT_FIELDS = {
     "SpotSpec": "spot_discount_limit",
     "SpotDuration": "spot_duration_hours",
 }
+
+
+# What a pod may give itself (ResourceConfig): PodResources field -> (lowest, highest, unit).
+POD_RESOURCE_LIMITS = {"gpu": (0, 1024, "GPUs"), "cpu": (1, 4096, "vCPU cores"),
+                       "memory_mib": (1, 64 * 1024 * 1024, "MiB")}
 
 
 # The node shapes a ResourceConfig pod is checked against are kept this long per quota (Django's

@@ -57,6 +57,23 @@ def test_embedded_sqlite_runs_in_wal_mode(db):
     assert mode == "wal"
 
 
+def test_postgres_binds_parameters_on_the_server_and_prepares_a_repeated_statement(db):
+    """A statement run twice on a connection is prepared there: parsed and planned once."""
+    from django.db import connection
+
+    from jobs.models import Job
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    for status in ("Queuing", "Running", "Queuing"):
+        list(Job.objects.filter(status=status).values_list("pk"))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    # one statement for the three, its value a parameter ($1), not inlined
+    assert sum('FROM "jobs_job" WHERE "jobs_job"."status" = $1' in sql for sql in prepared) == 1, prepared
+
+
 def test_a_node_agent_starts_without_reaching_the_database(db, monkeypatch):
     from django.db import connection
 

@@ -241,10 +241,22 @@ def cleanup(var: Path) -> None:
 def run_standalone(name: str, run, report, **kwargs) -> None:
     """A benchmark's command line: a database of its own, the services, `run`, its printed report."""
     var = configure(name)
+    before = reference_loop_s()
     with Services.standalone(var) as services:
         result = run(services, **kwargs)
     print(report(result))
+    print(f"this machine's speed: a reference loop of 5,000,000 Python additions took {before:.2f} s before the "
+          f"run and {reference_loop_s():.2f} s after it (compare runs only at similar figures)")
     cleanup(var)
+
+
+def reference_loop_s() -> float:
+    """Seconds one core takes for a fixed pure-Python loop: the same machine type ran this code's
+    benchmarks up to 2x slower on some days than on others, and slower as a session went on."""
+    started, total = time.perf_counter(), 0
+    for i in range(5_000_000):
+        total += i
+    return time.perf_counter() - started
 
 
 # ---- the cluster ---------------------------------------------------------------------------

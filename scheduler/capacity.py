@@ -7,6 +7,8 @@ becomes free in the same cycle: the victims have to terminate first.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+
 from .model import Node, RunningPod
 from .resources import Resources
 
@@ -56,7 +58,7 @@ def _hold(state: NodeState, pod: RunningPod) -> None:
 class Scope:
     """A named set of ready nodes (a quota's own nodes, a lending scope, a public pool)."""
 
-    __slots__ = ("key", "names", "by_type", "capacity", "free", "version", "released")
+    __slots__ = ("key", "names", "by_type", "capacity", "free", "version", "released", "by_free")
 
     def __init__(self, key: tuple, states: list[NodeState]):
         self.key = key
@@ -77,6 +79,28 @@ class Scope:
         self.capacity, self.free = capacity, free
         self.version = 0  # bumps whenever a node in it changes
         self.released = 0  # bumps whenever a pod on it is preempted: releasing capacity grew
+        # instance type (None: any) -> free (gpu, cpu, mem) -> the names of the nodes with that much
+        # free, sorted: best fit looks at each distinct free capacity once (placement.best_fit),
+        # not at every node, and a cluster of alike nodes has few of them.
+        self.by_free: dict[str | None, dict[tuple[int, int, int], list[str]]] = {}
+        for s in states:
+            self._file(s, tuple(s.free))
+
+    def _file(self, state: NodeState, free: tuple[int, int, int]) -> None:
+        name = state.node.name
+        for itype in (None, state.node.instance_type):
+            insort(self.by_free.setdefault(itype, {}).setdefault(free, []), name)
+
+    def refile(self, state: NodeState, old: tuple[int, int, int], new: tuple[int, int, int]) -> None:
+        """The node's free capacity went from `old` to `new`."""
+        name = state.node.name
+        for itype in (None, state.node.instance_type):
+            groups = self.by_free[itype]
+            names = groups[old]
+            del names[bisect_left(names, name)]
+            if not names:
+                del groups[old]
+        self._file(state, new)
 
     def names_for(self, instance_type: str | None) -> tuple[str, ...]:
         if instance_type is None:
@@ -114,12 +138,15 @@ class CapacityView:
         return found
 
     def _take_free(self, state: NodeState, amounts: tuple[int, int, int]) -> None:
+        old = tuple(state.free)
         for i in range(3):
             state.free[i] -= amounts[i]
         for scope in state.scopes:
             scope.version += 1
             for i in range(3):
                 scope.free[i] -= amounts[i]
+            if any(amounts):
+                scope.refile(state, old, tuple(state.free))
 
     def admit(self, name: str, res: Resources) -> tuple[int, ...]:
         """Take `res` from the node's free capacity; returns the GPU indices assigned."""

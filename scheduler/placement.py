@@ -25,7 +25,40 @@ def base_avail(view: CapacityView, name: str, combined: bool) -> Avail:
 
 def best_fit(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
              trial: dict[str, Avail]) -> tuple[str, Avail] | None:
-    """The best node for one pod, given availability already changed by `trial`."""
+    """The best node for one pod, given availability already changed by `trial`.
+
+    On free capacity (not combined) each distinct free capacity of the scope's nodes is looked at
+    once (Scope.by_free), and the nodes of `trial` one by one: a scan of every node per pod was
+    most of a cycle's plan time at 600 nodes (bench/cycle_profile.py). Counting releasing
+    capacity too (preemption and reclaim plans), every node is scanned (_scan)."""
+    if combined:
+        return _scan(view, scope, req, combined, trial)
+    g, c, m = req.resources.as_tuple()
+    itype = req.instance_type
+    best = None
+    for name, avail in trial.items():
+        state = view.states[name]
+        if scope not in state.scopes or (itype is not None and state.node.instance_type != itype):
+            continue
+        if avail[0] >= g and avail[1] >= c and avail[2] >= m:
+            key = (avail[0] - g, avail[1] - c, avail[2] - m, name)
+            if best is None or key < best:
+                best = key
+    for free, names in scope.by_free.get(itype, {}).items():
+        if free[0] < g or free[1] < c or free[2] < m:
+            continue
+        left = (free[0] - g, free[1] - c, free[2] - m)
+        if best is not None and left > best[:3]:
+            continue
+        name = next((n for n in names if n not in trial), None)  # the first name: names are sorted
+        if name is not None and (best is None or (*left, name) < best):
+            best = (*left, name)
+    return None if best is None else (best[3], best[:3])
+
+
+def _scan(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
+          trial: dict[str, Avail]) -> tuple[str, Avail] | None:
+    """best_fit by looking at every node of the scope."""
     g, c, m = req.resources.as_tuple()
     states = view.states
     best = None

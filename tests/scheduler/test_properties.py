@@ -342,3 +342,13 @@ def test_reusing_an_earlier_jobs_outcome_decides_exactly_as_trying_every_job(sna
     with mock.patch.object(Cycle, "_like_an_earlier_job", lambda self, tag, job, attempt: attempt(job)):
         every_job_tried = plan(snap, NOW)
     assert plan(snap, NOW) == every_job_tried
+
+
+@settings(max_examples=1000, deadline=None)
+@given(many_alike())
+def test_best_fit_over_distinct_free_capacities_places_exactly_as_scanning_every_node(snap):
+    from scheduler import placement
+
+    with mock.patch.object(placement, "best_fit", placement._scan):
+        every_node_scanned = plan(snap, NOW)
+    assert plan(snap, NOW) == every_node_scanned

@@ -30,6 +30,10 @@ class LogShipper:
         self._shipped: dict[str, int] = {}
         self._progress_seen: dict[str, tuple] = {}
         self._locks: dict[str, threading.Lock] = {}
+        # Pods shipped for the last time. A pass of the shipping thread works on the list of pods it
+        # took before it began: without this, a pod that ended meanwhile was shipped again from
+        # offset 0 after its final shipping had forgotten it. Forgotten once a pass no longer sees it.
+        self._finished: set[str] = set()
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="agent-logship", daemon=True)
@@ -42,11 +46,18 @@ class LogShipper:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for pod in self._pods():
-                try:
-                    self.ship(pod)
-                except Exception:
-                    log.exception("shipping logs of pod %s failed", pod.pod_id)
+            self.ship_all()
+
+    def ship_all(self) -> None:
+        """One pass over the pods to watch (the shipping thread's, every interval_s)."""
+        pods = self._pods()
+        for pod in pods:
+            try:
+                self.ship(pod)
+            except Exception:
+                log.exception("shipping logs of pod %s failed", pod.pod_id)
+        with self._guard:
+            self._finished &= {pod.pod_id for pod in pods}
 
     def _lock_for(self, pod_id: str) -> threading.Lock:
         with self._guard:
@@ -55,8 +66,12 @@ class LogShipper:
     def ship(self, pod, *, final: bool = False) -> None:
         """Send what is new in the pod's log and progress file; `final` sends everything and forgets the pod."""
         with self._lock_for(pod.pod_id):
+            if pod.pod_id in self._finished:
+                return
             self._ship_log(pod, final)
             self._ship_progress(pod)
+            if final:
+                self._finished.add(pod.pod_id)
         if final:
             with self._guard:
                 self._locks.pop(pod.pod_id, None)

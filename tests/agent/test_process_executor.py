@@ -127,6 +127,28 @@ def test_stopping_a_pod_it_never_started_reports_it_failed_and_a_late_start_is_i
     assert "p-ghost" not in executor.running_pod_ids()
 
 
+def test_a_pass_begun_before_a_pod_ended_does_not_ship_its_log_again(tmp_path, recorder):
+    """The shipping thread's pass works on the pods it listed before it began; a pod that ended
+    and was shipped for the last time meanwhile is not shipped again from offset 0."""
+    from types import SimpleNamespace
+
+    from agent.logship import LogShipper
+
+    outbox = Outbox(recorder, flush_s=0.02)
+    log_path = tmp_path / "log"
+    log_path.write_text("line-1\nline-2\n")
+    ended_pod = SimpleNamespace(pod_id="p-done", log_path=log_path, workdir=tmp_path, env={})
+    shipper = LogShipper(outbox, lambda: [ended_pod])  # the pass's list, taken before the pod ended
+    shipper.ship(ended_pod, final=True)  # the pod ended
+    shipper.ship(ended_pod)  # the pass reaches it
+    shipper.ship_all()  # and a next pass that still lists it
+    outbox.close()
+    assert [(c["offset"], c["text"]) for c in recorder.items("jobs.pod_logs")] == [(0, "line-1\nline-2\n")]
+    shipper._pods = list  # a later pass no longer lists it: it is forgotten
+    shipper.ship_all()
+    assert "p-done" not in shipper._finished
+
+
 def test_it_ships_long_logs_in_chunks_with_byte_offsets(executor, recorder):
     executor.start(pod("p-chatty", "for i in $(seq 1 20000); do echo line-$i-ééé; done"))
     ended(recorder, "p-chatty")

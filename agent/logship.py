@@ -32,7 +32,8 @@ class LogShipper:
         self._locks: dict[str, threading.Lock] = {}
         # Pods shipped for the last time. A pass of the shipping thread works on the list of pods it
         # took before it began: without this, a pod that ended meanwhile was shipped again from
-        # offset 0 after its final shipping had forgotten it. Forgotten once a pass no longer sees it.
+        # offset 0 after its final shipping had forgotten it. Forgotten once the executor no longer
+        # lists the pod, after which no pass can take it up again.
         self._finished: set[str] = set()
         self._guard = threading.Lock()
         self._stop = threading.Event()
@@ -56,8 +57,9 @@ class LogShipper:
                 self.ship(pod)
             except Exception:
                 log.exception("shipping logs of pod %s failed", pod.pod_id)
+        listed = {pod.pod_id for pod in self._pods()}  # now, not the pass's list: see _finished
         with self._guard:
-            self._finished &= {pod.pod_id for pod in pods}
+            self._finished &= listed
 
     def _lock_for(self, pod_id: str) -> threading.Lock:
         with self._guard:

@@ -38,7 +38,9 @@ set protection_until for spot), mark preempted pods terminating (they must stay 
 snapshots with terminating=True until they are gone, or the cycle would preempt again), and
 store each waiting job's reason and position. Nothing is reserved across cycles: a job that
 waits for terminating pods competes for them next cycle, but In Quota placement comes before
-any idle placement (step 5), so no borrower takes capacity a lender's job can use then.
+any idle placement (step 5), so no borrower takes capacity a lender's job can use then. Within
+a cycle such a job holds the capacity it waits for and, when it fits its guarantee, books that
+too, as an admission would: no later job of its queue takes the guarantee meanwhile.
 
 The cycle, in numbered steps (see Cycle.run):
   1. Index the snapshot: quota tree and usage, free capacity per node, scopes.
@@ -341,14 +343,14 @@ class Cycle:
         self.own_tried.add(job.job_id)
         # Its own capacity is being freed (usually by its own reclaim): wait for it rather
         # than borrow, or an idle job ahead in pass 2 could take the rest from under it.
-        if room and self._wait_for_capacity(job, own):
+        if room and self._wait_in_own(job, own, room):
             return WAITS
         # Under priority preemption it takes its quota's own lower-priority pods before it
         # borrows: left for pass 2, its quota's free capacity went to those lower-priority jobs in
         # this pass, and when pass 2 found no idle fit after all it preempted them, cycle after
         # cycle (the preemption storms of bench/kueue_baseline.py: thousands of restarts).
-        if quota.allow_priority_preemption and self._wait_for_capacity(
-                job, own, self._reclaim_candidates(job, quota, borrowers=False),
+        if quota.allow_priority_preemption and self._wait_in_own(
+                job, own, room, self._reclaim_candidates(job, quota, borrowers=False),
                 self._reclaim_reason(quota), ("own", job.priority)):
             return WAITS
         if self._fits(job, idle):
@@ -373,8 +375,8 @@ class Cycle:
         if borrow and self._try_admit(job, idle, KIND_IDLE):
             return True
         prio = job.priority if quota.allow_priority_preemption else 0
-        if in_quota and (room or prio) and self._wait_for_capacity(
-                job, own, self._reclaim_candidates(job, quota), self._reclaim_reason(quota),
+        if in_quota and (room or prio) and self._wait_in_own(
+                job, own, room, self._reclaim_candidates(job, quota), self._reclaim_reason(quota),
                 prio):
             return False
         self._explain_quota_wait(job, quota, own, idle, in_quota, borrow)
@@ -504,6 +506,17 @@ class Cycle:
         quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))
+
+    def _wait_in_own(self, job: PendingJob, own: Scope, room: bool, *victim_search) -> bool:
+        """_wait_for_capacity on the quota's own nodes. A job that fits its guarantee (`room`)
+        also books its usage for the rest of the cycle, as an admission would: else a later job
+        of a BestEffort queue could take the guarantee those nodes are being freed for, and the
+        job would wait again next cycle, its quota full, while a borrower took the freed nodes."""
+        if not self._wait_for_capacity(job, own, *victim_search):
+            return False
+        if room:
+            self.tree.add_usage(job.quota_id, job.need)
+        return True
 
     def _wait_for_capacity(self, job, scope, candidates=None, reason=None,
                            prio: object = 0) -> bool:

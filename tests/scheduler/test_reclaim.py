@@ -198,6 +198,31 @@ def test_an_idle_job_takes_only_what_the_waiting_lender_cannot_use():
     assert d.wait_reason("borrower").code == "no_idle_capacity"
 
 
+def test_a_lender_waiting_for_its_victims_books_its_guarantee_before_a_later_job_of_its_queue():
+    """a owns a1 and a2 (16 GPUs). Its terminating pod (4) and its running pod (4) use 8; the
+    lender needs a whole node, so it reclaims the borrower beside the terminating pod on a1.
+    The later job of a's BestEffort queue fits a2's 4 free GPUs, but not a's guarantee once the
+    lender's 8 are booked. Admitted, it would leave the lender "quota full" next cycle, and the
+    GPUs the borrower freed would go to the next borrower (found by
+    test_a_lender_gets_what_it_reclaimed_before_any_idle_job)."""
+    nodes = [node("a1", "a"), node("a2", "a"), node("b1", "b")]
+    pods = [make_pod("stopping").on("a1").quota("a").gpus(4).terminating(),
+            make_pod("borrowed").on("a1").quota("b").gpus(4).idle(),
+            make_pod("a-own").on("a2").quota("a").gpus(4),
+            make_pod("b-own").on("b1").quota("b").gpus(8)]
+    jobs = [make_job("lender").quota("a").gpus(8).submitted(60), make_job("later").quota("a").gpus(4).submitted(30)]
+    d = plan(snapshot(nodes, LENDER_TREE, pods, jobs), NOW)
+    assert d.preempted_pod_ids() == ("borrowed",) and d.wait_reason("lender").code == WAITING_FOR_TERMINATION
+    assert d.admissions == () and d.wait_reason("later").code == QUOTA_FULL
+    # The next cycle, the borrower gone and the other pod still terminating: the lender holds
+    # a1, and a borrower gets only a2's free GPUs, which a's guarantee leaves idle.
+    pods = [p for p in pods if p.build().pod_id != "borrowed"]
+    jobs.append(make_job("next-borrower").quota("b").gpus(4).force().priority(9))
+    after = plan(snapshot(nodes, LENDER_TREE, pods, jobs), NOW)
+    assert after.wait_reason("lender").code == WAITING_FOR_TERMINATION and after.preemptions == ()
+    assert [(a.job_id, [pl.node for pl in a.placements]) for a in after.admissions] == [("next-borrower", ["a2"])]
+
+
 def test_an_acceptable_lender_reclaims_before_an_earlier_job_borrows_its_last_free_gpus():
     # a1: 4 free, 4 held by a borrower. The higher priority job of b could borrow the 4 free;
     # the lender fits neither In Quota nor idle, so it reclaims first and keeps them.

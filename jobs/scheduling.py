@@ -14,10 +14,13 @@
 Cycles are requested with `request_cycle()` by every event that can change a decision, and run
 by beat every OPENDLC_SCHEDULE_INTERVAL_S. Requests are coalesced: the first request since the
 last cycle began sets a flag (Redis SET NX with REDIS_URL; in embedded mode, where everything runs
-on one machine, a flag file created with O_EXCL) and sends one task with a short countdown; later
-requests see the flag and send nothing. The task clears the flag as it starts, so a request made
-while a cycle runs gets a cycle after it. A flag older than REQUEST_TTL_S counts as gone, in case
-its task was lost; beat repairs anything else.
+on one machine, a flag file created with O_EXCL) and sends one task; later requests see the flag
+and send nothing. The task clears the flag as it starts, so a request made while a cycle runs gets
+a cycle after it, once the task's rest is over (pacing, below): requests made meanwhile join that
+cycle. A flag older than REQUEST_TTL_S counts as gone, in case its task was lost; beat repairs
+anything else. No countdown on the task: a countdown of 0.05 s (to gather a burst of requests) was
+0.1 s of the 0.3 s the platform took to give a lender back its nodes (bench/reclaim_latency.py),
+and the rest gathers bursts on a busy machine already.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from django.utils import timezone
 
 import scheduler as s
 from jobs import bulk, dispatch
+from jobs.contention import Contention
 from jobs.models import Job, JobEvent, JobSpec, Pod, Source
 from jobs.states import WAITING, JobStatus
 from jobs.waiting import WaitingJobs
@@ -47,7 +51,6 @@ log = logging.getLogger(__name__)
 
 # Any constant works; it names the one lock every schedule cycle takes ("odlc").
 CYCLE_LOCK_KEY = 0x6F646C63
-COALESCE_S = 0.05
 REQUEST_TTL_S = 30
 waiting_jobs = WaitingJobs()  # this process's view of the queue, kept between cycles
 RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}  # else Preempted
@@ -56,9 +59,12 @@ RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}
 # Pacing. A cycle costs time in proportion to the waiting jobs; run back to back on a busy machine
 # they took most of a core from the reports, submissions and PostgreSQL they wait on. The
 # scheduler task rests as long as its last cycle took (at most PACE_MAX_S) before the next one,
-# so cycles use at most about half a core and each decides for more jobs at once.
+# times how short of CPU the other processes were meanwhile (jobs/contention.py): on a busy
+# machine cycles use at most about half a core and each decides for more jobs at once; on one
+# with CPU to spare the next binding does not wait out a rest that saves nothing.
 PACE_MAX_S = 0.5
 _rest_until = 0.0
+contention = Contention()
 
 
 def run_paced_cycle() -> s.Decisions:
@@ -75,7 +81,7 @@ def run_paced_cycle() -> s.Decisions:
         return decisions
     finally:
         ended = time.monotonic()
-        _rest_until = ended + min(PACE_MAX_S, ended - started)
+        _rest_until = ended + min(PACE_MAX_S, ended - started) * contention.since_last()
         if decisions is not None and waiting_jobs.window_admitted(decisions):
             _rest_until = 0.0
             request_cycle()
@@ -310,7 +316,7 @@ def _request_now() -> None:
         return  # a cycle is already on its way and will see this change
     from jobs.tasks import schedule
 
-    schedule.apply_async(countdown=COALESCE_S, expires=REQUEST_TTL_S)
+    schedule.apply_async(expires=REQUEST_TTL_S)
 
 
 def _claim_request() -> bool:

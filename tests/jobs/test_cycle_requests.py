@@ -59,6 +59,7 @@ def test_the_schedule_task_clears_the_request_and_runs_a_cycle(flag, monkeypatch
 
 def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_second(monkeypatch):
     clock, slept = [100.0], []
+    monkeypatch.setattr(scheduling.contention, "since_last", lambda: 1.0)  # the machine is busy
     monkeypatch.setattr(scheduling.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(scheduling.time, "sleep", lambda s: (slept.append(round(s, 3)), clock.__setitem__(0, clock[0] + s)))
     monkeypatch.setattr(scheduling, "clear_request", lambda: None)
@@ -75,3 +76,37 @@ def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_s
     clock[0] += 1.0  # a request long after the last cycle: no rest
     cycle_taking(0.01)
     assert slept == [0.0, 0.2, 0.4, 0.0]
+
+
+def test_on_a_machine_with_cpu_to_spare_the_schedule_task_rests_only_that_share(monkeypatch):
+    clock, slept, shares = [100.0], [], iter([0.25, 0.0, 1.0])
+    monkeypatch.setattr(scheduling.contention, "since_last", lambda: next(shares))
+    monkeypatch.setattr(scheduling.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(scheduling.time, "sleep", lambda s: (slept.append(round(s, 3)), clock.__setitem__(0, clock[0] + s)))
+    monkeypatch.setattr(scheduling, "clear_request", lambda: None)
+    monkeypatch.setattr(scheduling, "_rest_until", 0.0)
+    monkeypatch.setattr(scheduling, "run_cycle", lambda: clock.__setitem__(0, clock[0] + 0.4))
+    for _ in range(3):
+        scheduling.run_paced_cycle()
+    assert slept == [0.0, 0.1, 0.0]  # others used a quarter of what they could have, then none
+
+
+def test_contention_is_the_share_of_the_cpu_the_other_processes_used():
+    from jobs.contention import Contention
+
+    # (busy, total) CPU seconds of the machine, and this process's own, at each call.
+    machine = iter([(10.0, 40.0), (11.0, 42.0), (13.0, 44.0), (14.5, 46.0), (15.0, 48.0)])
+    own = iter([5.0, 6.0, 7.0, 7.5, 7.5])
+    c = Contention(lambda: next(machine), lambda: next(own))
+    assert c.since_last() == 1.0  # nothing to compare with yet: the full rest
+    assert c.since_last() == 0.0  # the machine was busy 1 s of 2, all of it this process
+    assert c.since_last() == 1.0  # others used the whole 1 s this process left them
+    assert c.since_last() == 2 / 3  # 1 s of the 1.5 s left
+    assert c.since_last() == 0.25
+
+
+def test_contention_without_proc_stat_is_full():
+    from jobs.contention import Contention
+
+    c = Contention(lambda: None, lambda: 0.0)
+    assert c.since_last() == 1.0 and c.since_last() == 1.0

@@ -25,7 +25,9 @@ def quota_full(tree: QuotaTree, qid: str, need: Resources) -> tuple[str, str] | 
     q, dim = short
     used, limit = getattr(tree.usage[q], dim), getattr(tree.guarantee[q], dim)
     who = f"Quota {q}" if q == qid else f"Parent quota {q}"
-    msg = (f"{who} is full: {fmt_dim(dim, used)} of {fmt_dim(dim, limit)} guaranteed in use, "
+    held = getattr(tree.held[q], dim)
+    held = f" ({fmt_dim(dim, held)} of it held for jobs waiting for pods to terminate)" if held else ""
+    msg = (f"{who} is full: {fmt_dim(dim, used)} of {fmt_dim(dim, limit)} guaranteed in use{held}, "
            f"this job needs {fmt_dim(dim, getattr(need, dim))}")
     return (QUOTA_FULL if q == qid else PARENT_QUOTA_FULL), msg
 

@@ -515,7 +515,7 @@ class Cycle:
         if not self._wait_for_capacity(job, own, *victim_search):
             return False
         if room:
-            self.tree.add_usage(job.quota_id, job.need)
+            self.tree.hold(job.quota_id, job.need)
         return True
 
     def _wait_for_capacity(self, job, scope, candidates=None, reason=None,

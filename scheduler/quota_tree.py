@@ -17,6 +17,7 @@ class QuotaTree:
         self.quotas = {q.id: q for q in sorted(quotas, key=lambda q: q.id)}
         self._ancestors = {qid: self._walk_up(qid) for qid in self.quotas}
         self.usage: dict[str, Resources] = {qid: ZERO for qid in self.quotas}
+        self.held: dict[str, Resources] = {qid: ZERO for qid in self.quotas}  # part of usage: see hold()
         self.version = 0  # bumps whenever usage changes
         self.nodes_of: dict[str, list[Node]] = defaultdict(list)  # subtree nodes, by quota
         own: dict[str, list[int]] = {}
@@ -54,6 +55,13 @@ class QuotaTree:
         self.version += 1
         for q in self.chain(qid):
             self.usage[q] = self.usage[q] + amount
+
+    def hold(self, qid: str, amount: Resources) -> None:
+        """Usage of a job that waits for pods to terminate on its quota's nodes, booked for the rest
+        of the cycle as if admitted; kept apart too, so that a "quota full" reason can say so."""
+        self.add_usage(qid, amount)
+        for q in self.chain(qid):
+            self.held[q] = self.held[q] + amount
 
     def count_running(self, pods: tuple[RunningPod, ...]) -> None:
         """Add the guaranteed pods' usage: summed per quota first, then once up each chain."""

@@ -214,6 +214,8 @@ def test_a_lender_waiting_for_its_victims_books_its_guarantee_before_a_later_job
     d = plan(snapshot(nodes, LENDER_TREE, pods, jobs), NOW)
     assert d.preempted_pod_ids() == ("borrowed",) and d.wait_reason("lender").code == WAITING_FOR_TERMINATION
     assert d.admissions == () and d.wait_reason("later").code == QUOTA_FULL
+    assert d.wait_reason("later").message == ("Quota a is full: 16 GPU of 16 GPU guaranteed in use (8 GPU of it held "
+                                              "for jobs waiting for pods to terminate), this job needs 4 GPU")
     # The next cycle, the borrower gone and the other pod still terminating: the lender holds
     # a1, and a borrower gets only a2's free GPUs, which a's guarantee leaves idle.
     pods = [p for p in pods if p.build().pod_id != "borrowed"]

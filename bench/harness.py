@@ -188,12 +188,12 @@ class Services:
 def machine_cpu_seconds() -> tuple[float, float]:
     """(busy, steal) CPU time of the whole machine so far (Linux /proc/stat: busy is all but idle,
     iowait and steal; steal is time a virtual machine's CPUs were given to others)."""
-    try:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except OSError:
+    from jobs.contention import cpu_seconds
+
+    values = cpu_seconds()
+    if values is None:
         return 0.0, 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(values[:7]) - values[3] - values[4]) / tick, values[7] / tick
+    return sum(values[:7]) - values[3] - values[4], values[7]
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:

@@ -26,15 +26,23 @@ from pathlib import Path
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def cpu_seconds() -> list[float] | None:
+    """The whole machine's CPU seconds since boot, by kind: user, nice, system, idle, iowait, irq,
+    softirq, steal (Linux /proc/stat, all CPUs); None where /proc/stat is missing."""
+    try:
+        return [int(v) / _TICK for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
 def machine_times() -> tuple[float, float] | None:
     """(busy, total) CPU seconds of the whole machine since boot; None where /proc/stat is missing.
     Busy is all but idle and iowait (steal counts as busy: those CPUs were not ours to give)."""
-    try:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    except (OSError, ValueError):
+    values = cpu_seconds()
+    if values is None:
         return None
     total = sum(values)
-    return (total - values[3] - values[4]) / _TICK, total / _TICK
+    return total - values[3] - values[4], total
 
 
 class Contention:

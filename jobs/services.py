@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import aimaster, bulk, dispatch, lifecycle
@@ -26,7 +25,7 @@ from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldTy
                          Source)
 from jobs.scheduling import request_cycle
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
-from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role
+from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role, Workspace
 from quotas.usage import subtrees
 from spot.bids import validate_spot_bid
 
@@ -112,9 +111,8 @@ def create_job(user, request: JobRequest, now=None) -> Job:
     """Validate, store the job with its roles and pods, queue it and ask for a schedule cycle."""
     now = now or timezone.now()
     resolved = _Validation(user, request).run()
-    with transaction.atomic():
-        job = _store_job(user, request, resolved, now)
-        request_cycle()  # runs on commit
+    job = _store_job(user, request, resolved, now)  # all or nothing (one statement on PostgreSQL)
+    request_cycle()  # at once, or when the caller's transaction commits
     return job
 
 
@@ -167,6 +165,24 @@ class _Named(NamedTuple):
     name: str
 
 
+def _read(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+# _Validation's two reads (_workspace, _quota), in SQL: they are the same on every call, and building
+# them with the ORM took more of create_job's client CPU than storing the job (bench/kueue_baseline.py).
+_q = connection.ops.quote_name
+_MEMBERSHIPS_SQL = (f"SELECT m.{_q('workspace_id')}, w.{_q('name')}, m.{_q('role')}, m.{_q('is_default')} "
+                    f"FROM {_q(Membership._meta.db_table)} m JOIN {_q(Workspace._meta.db_table)} w "
+                    f"ON w.{_q('id')} = m.{_q('workspace_id')} WHERE m.{_q('user_id')} = %s "
+                    f"ORDER BY m.{_q('workspace_id')}")
+_QUOTA_SQL = (f"SELECT q.{_q('id')}, q.{_q('name')}, q.{_q('resource_type')}, EXISTS (SELECT 1 FROM "
+              f"{_q(Quota.workspaces.through._meta.db_table)} b WHERE b.{_q('quota_id')} = q.{_q('id')} "
+              f"AND b.{_q('workspace_id')} = %s) FROM {_q(Quota._meta.db_table)} q WHERE q.{_q('quota_id')} = %s")
+
+
 class _Validation:
     """Every problem of a JobRequest at once; resolves the workspace, quota and instance types.
 
@@ -210,8 +226,7 @@ class _Validation:
 
     def _workspace(self) -> None:
         # All of the user's memberships (a few) in workspace order, chosen from here.
-        memberships = list(Membership.objects.filter(user=self.user).order_by("workspace_id").values_list(
-            "workspace_id", "workspace__name", "role", "is_default"))
+        memberships = _read(_MEMBERSHIPS_SQL, [self.user.pk])
         if self.req.workspace_id is None:
             chosen = next((m for m in memberships if m[3]), memberships[0] if memberships else None)
             if chosen is None:
@@ -243,13 +258,10 @@ class _Validation:
 
     def _quota(self, quota_id: str) -> None:
         # One query: the quota and whether it is bound to the workspace.
-        workspace = self.workspace.pk if self.workspace else None
-        bound = Quota.workspaces.through.objects.filter(quota=OuterRef("pk"), workspace_id=workspace)
-        found = Quota.objects.filter(quota_id=quota_id).values_list(
-            "pk", "name", "resource_type", Exists(bound)).first()
-        if found is None:
+        found = _read(_QUOTA_SQL, [self.workspace.pk if self.workspace else None, str(quota_id)])
+        if not found:
             return self.error("quota_id", f"no quota with ResourceId {quota_id!r}")
-        pk, name, resource_type, is_bound = found
+        (pk, name, resource_type, is_bound), = found
         if self.workspace is not None and not is_bound:
             return self.error("quota_id", f"quota {name} ({quota_id}) is not bound to workspace {self.workspace.name}")
         if resource_type != self.req.resource_type:

@@ -3,6 +3,8 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Job, JobSpec, Pod
 from jobs.services import (PodResources, RoleRequest, ValidationFailed, can_change, create_job, delete_job,
@@ -138,9 +140,6 @@ def test_a_role_with_its_own_resources_stores_them_on_the_role_and_its_pods(bob)
 
 
 def test_the_node_shapes_of_a_quota_tree_are_read_once_for_many_jobs(bob):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     with CaptureQueriesContext(connection) as queries:
         for gpus in (1, 2, 3):
             create_job(bob, make_request(roles=[own(PodResources(gpus, 8, 32768))]))
@@ -210,3 +209,14 @@ def test_a_spot_role_needs_an_instance_type_with_a_public_pool(alice):
         create_job(alice, request)
     message = failed.value.errors["roles[0].instance_type"]
     assert "no preemptible resources" in message and "ecs.gn7i-c8g1.2xlarge" in message
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one write is PostgreSQL's")
+def test_on_postgresql_a_job_is_two_reads_and_one_write_in_no_transaction_of_its_own(bob):
+    create_job(bob, make_request(roles=[own(PodResources(1, 8, 32768))]))  # the quota's node shapes, cached
+    with CaptureQueriesContext(connection) as queries:
+        job = create_job(bob, make_request(roles=[own(PodResources(2, 8, 32768), pod_count=3)]))
+    statements = [q["sql"] for q in queries.captured_queries]
+    # the memberships, the quota, and the job with its history, event, role and pods; no savepoint
+    assert len(statements) == 3 and statements[2].startswith("WITH p AS (INSERT INTO"), statements
+    assert (job.pods.count(), job.status_history.count(), job.events.count()) == (3, 1, 1)

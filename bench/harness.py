@@ -235,6 +235,10 @@ def _purge(queues: tuple[str, ...]) -> None:
 
 
 def cleanup(var: Path) -> None:
+    """Remove the run's folder, or with OPENDLC_BENCH_KEEP=1 keep it (the services' logs) and say where."""
+    if os.environ.get("OPENDLC_BENCH_KEEP") == "1":
+        print(f"kept the run's folder, with the services' logs: {var}")
+        return
     shutil.rmtree(var, ignore_errors=True)
 
 

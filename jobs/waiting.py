@@ -43,12 +43,13 @@ stale data: the memory only saves reading and writing what has not changed.
 from __future__ import annotations
 
 import threading
+from operator import attrgetter
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, TextField
 from django.db.models.functions import Cast
 
@@ -76,6 +77,15 @@ class _Entry:
     job: s.PendingJob | None  # None: no pod waits to be placed
     pods: dict[tuple[str, int], int] = field(default_factory=dict)  # (role, index) -> pod pk
     stored: tuple[str, str, int] | None = None  # (code, message, position) this process wrote
+    # The job's quota queue and its order in it (scheduler.plan.queue_of, job_order), once per
+    # version: _window sorts every queue each cycle. queue is None for a job that is not planned
+    # by a quota queue (spot, pay-as-you-go; all of those are planned) or has nothing to place.
+    queue: str | None = field(init=False, default=None)
+    order: tuple = field(init=False, default=())
+
+    def __post_init__(self):
+        if self.job is not None and self.job.source == s.SOURCE_QUOTA:
+            self.queue, self.order = queue_of(self.job), job_order(self.job)
 
 
 class WaitingJobs:
@@ -101,14 +111,18 @@ class WaitingJobs:
         """The pending jobs of the snapshot, in pk order: those with a pod waiting to be placed,
         but for the ones deeper in their quota's queue than a cycle plans (_window)."""
         with self._lock:
-            versions = {pk: (job_id, modified) for pk, job_id, modified in Job.objects.filter(
-                status__in=WAITING).order_by().values_list("pk", "job_id", Cast("modified_at", TextField()))}
+            versions = _versions()
             entries = {pk: e for pk, e in self._entries.items() if versions.get(pk) == e.version}
-            for chunk in _chunks(sorted(pk for pk in versions if pk not in entries)):
+            kept = len(entries) == len(self._entries)
+            new = sorted(pk for pk in versions if pk not in entries)
+            for chunk in _chunks(new):
                 entries.update((e.pk, e) for e in _read_details(chunk))
-            self._entries = dict(sorted(entries.items()))
-            self._by_job_id = {e.version[0]: e for e in self._entries.values()}
-            planned, self._deeper = _window([e.job for e in self._entries.values() if e.job is not None])
+            if new and self._entries and new[0] < next(reversed(self._entries)):
+                entries = dict(sorted(entries.items()))  # else the new ones (newer jobs) are last already
+            if new or not kept:
+                self._by_job_id = {e.version[0]: e for e in entries.values()}
+            self._entries = entries
+            planned, self._deeper = _window([e for e in entries.values() if e.job is not None])
             return planned
 
     # ---- writing reasons and positions -------------------------------------------------------
@@ -161,12 +175,9 @@ class WaitingJobs:
         scheduler's time in bench/kueue_baseline.py."""
         ahead = Counter(w.queue for w in planned)
         reasons = []
-        for queue, jobs in self._deeper.items():
-            for position, job in enumerate(jobs, ahead[queue] + 1):
-                entry = self._by_job_id.get(job.job_id)
-                if entry is None:
-                    continue
-                old = entry.stored
+        for queue, entries in self._deeper.items():
+            for position, entry in enumerate(entries, ahead[queue] + 1):
+                old, job = entry.stored, entry.job
                 if (old is not None and old[0] == DEEP_IN_QUEUE and min(old[2], position) > POSITIONS_EXACT
                         and entry.pk not in refresh):
                     continue
@@ -197,23 +208,40 @@ class WaitingJobs:
         return entry.pods if entry is not None else {}
 
 
-def _window(jobs: list[s.PendingJob]) -> tuple[tuple[s.PendingJob, ...], dict[str, list[s.PendingJob]]]:
-    """The jobs to plan (in the order given), and per quota queue the jobs past its depth in the
-    queue's order (scheduler.plan.job_order): QUEUE_DEPTH, or an equal share of PLAN_BUDGET if
-    that is more (a single long queue on a large cluster still admits thousands a cycle)."""
-    queues: dict[str, list[s.PendingJob]] = defaultdict(list)
-    for job in jobs:
-        if job.source == s.SOURCE_QUOTA:
-            queues[queue_of(job)].append(job)
+def _window(entries: list[_Entry]) -> tuple[tuple[s.PendingJob, ...], dict[str, list[_Entry]]]:
+    """The jobs of these entries (each with a job) to plan, in the order given, and per quota queue
+    the entries past its depth in the queue's order (scheduler.plan.job_order): QUEUE_DEPTH, or an
+    equal share of PLAN_BUDGET if that is more (a single long queue on a large cluster still admits
+    thousands a cycle)."""
+    queues: dict[str, list[_Entry]] = defaultdict(list)
+    for entry in entries:
+        if entry.queue is not None:
+            queues[entry.queue].append(entry)
     depth = max(QUEUE_DEPTH, PLAN_BUDGET // max(1, len(queues)))
     deeper = {}
     for name, queued in queues.items():
         if len(queued) > depth:
-            deeper[name] = sorted(queued, key=job_order)[depth:]
+            queued.sort(key=_ORDER)
+            deeper[name] = queued[depth:]
     if not deeper:
-        return tuple(jobs), deeper
-    left_out = {job.job_id for queued in deeper.values() for job in queued}
-    return tuple(job for job in jobs if job.job_id not in left_out), deeper
+        return tuple(e.job for e in entries), deeper
+    left_out = {id(entry) for queued in deeper.values() for entry in queued}
+    return tuple(e.job for e in entries if id(e) not in left_out), deeper
+
+
+_ORDER = attrgetter("order")
+
+
+def _versions() -> dict[int, tuple[str, str]]:
+    """pk -> (job id, modified_at as text) of every waiting job: read each cycle, so in SQL (the
+    same every time) rather than built by the ORM, and as text, which PostgreSQL formats faster
+    than psycopg parses timestamps (SQLite keeps its text as it is)."""
+    q = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {q('id')}, {q('job_id')}, CAST({q('modified_at')} AS text) "
+                       f"FROM {q(Job._meta.db_table)} WHERE {q('status')} IN ({', '.join(['%s'] * len(WAITING))})",
+                       [str(w) for w in WAITING])
+        return {pk: (job_id, modified) for pk, job_id, modified in cursor.fetchall()}
 
 
 def _moved(stored: int | None, position: int) -> bool:

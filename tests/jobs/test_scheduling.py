@@ -259,12 +259,15 @@ def test_a_single_long_queue_is_planned_to_its_share_of_the_budget(monkeypatch):
     def job(n, quota, source=s.SOURCE_QUOTA):
         return s.PendingJob(f"j{n:02d}", t0 + timedelta(seconds=n), (), quota, source=source)
 
+    def entries(jobs):
+        return [waiting._Entry(n, (j.job_id, ""), j) for n, j in enumerate(jobs)]
+
     one_queue = [job(n, "a") for n in range(8)]
-    planned, deeper = waiting._window(one_queue)
-    assert [j.job_id for j in planned] == [f"j{n:02d}" for n in range(6)]  # all of the budget: 6
-    assert [j.job_id for j in deeper["quota:a"]] == ["j06", "j07"]
+    planned, deeper = waiting._window(entries(reversed(one_queue)))  # the queue's order, not the given one
+    assert sorted(j.job_id for j in planned) == [f"j{n:02d}" for n in range(6)]  # all of the budget: 6
+    assert [e.job.job_id for e in deeper["quota:a"]] == ["j06", "j07"]
     four = [job(n, "abcd"[n % 4]) for n in range(16)] + [job(99, None, s.SOURCE_SPOT)]
-    planned, deeper = waiting._window(four)
+    planned, deeper = waiting._window(entries(four))
     assert len(planned) == 4 * 2 + 1 and sum(map(len, deeper.values())) == 8  # QUEUE_DEPTH each; spot all
 
 
@@ -391,3 +394,19 @@ def test_pods_with_their_own_resources_share_a_node_best_fit_on_distinct_gpus(bo
     assert sorted(on_first) == list(range(8))
     too_many.refresh_from_db()
     assert too_many.status == "Queuing" and not too_many.pods.filter(node__isnull=False).exists()
+
+
+def test_the_waiting_jobs_stay_in_pk_order_when_an_older_one_changes_and_newer_ones_come(bob):
+    from jobs import waiting
+    from jobs.services import update_job_priority
+
+    waiting_jobs = waiting.WaitingJobs()
+    jobs = [create_job(bob, make_request()) for _ in range(3)]
+    assert [j.job_id for j in waiting_jobs.read()] == [j.job_id for j in jobs]
+    update_job_priority(bob, jobs[0], 9)  # a new version of the oldest: read again, and placed by its pk
+    jobs.append(create_job(bob, make_request()))
+    read = waiting_jobs.read()
+    assert [j.job_id for j in read] == [j.job_id for j in jobs] and read[0].priority == 9
+    Job.objects.filter(pk=jobs[1].pk).delete()  # one leaves; the others are read from memory
+    assert [j.job_id for j in waiting_jobs.read()] == [jobs[n].job_id for n in (0, 2, 3)]
+    assert waiting_jobs.pod_pks(jobs[1].job_id) == {} and waiting_jobs.pod_pks(jobs[3].job_id)

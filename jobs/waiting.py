@@ -116,7 +116,7 @@ class WaitingJobs:
             kept = len(entries) == len(self._entries)
             new = sorted(pk for pk in versions if pk not in entries)
             for chunk in _chunks(new):
-                entries.update((e.pk, e) for e in _read_details(chunk))
+                entries.update((e.pk, e) for e in sorted(_read_details(chunk), key=attrgetter("pk")))
             if new and self._entries and new[0] < next(reversed(self._entries)):
                 entries = dict(sorted(entries.items()))  # else the new ones (newer jobs) are last already
             if new or not kept:

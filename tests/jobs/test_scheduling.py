@@ -396,10 +396,12 @@ def test_pods_with_their_own_resources_share_a_node_best_fit_on_distinct_gpus(bo
     assert too_many.status == "Queuing" and not too_many.pods.filter(node__isnull=False).exists()
 
 
-def test_the_waiting_jobs_stay_in_pk_order_when_an_older_one_changes_and_newer_ones_come(bob):
+def test_the_waiting_jobs_stay_in_pk_order_when_an_older_one_changes_and_newer_ones_come(bob, monkeypatch):
     from jobs import waiting
     from jobs.services import update_job_priority
 
+    details = waiting._read_details  # whatever order the database gives the rows in
+    monkeypatch.setattr(waiting, "_read_details", lambda pks: details(pks)[::-1])
     waiting_jobs = waiting.WaitingJobs()
     jobs = [create_job(bob, make_request()) for _ in range(3)]
     assert [j.job_id for j in waiting_jobs.read()] == [j.job_id for j in jobs]

@@ -412,3 +412,21 @@ def test_the_waiting_jobs_stay_in_pk_order_when_an_older_one_changes_and_newer_o
     Job.objects.filter(pk=jobs[1].pk).delete()  # one leaves; the others are read from memory
     assert [j.job_id for j in waiting_jobs.read()] == [jobs[n].job_id for n in (0, 2, 3)]
     assert waiting_jobs.pod_pks(jobs[1].job_id) == {} and waiting_jobs.pod_pks(jobs[3].job_id)
+
+
+def test_a_cycle_admits_any_number_of_jobs_in_the_same_number_of_queries(bob, cycle):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    now = timezone.now()  # one clock: the first cycle's refresh of stored reasons is the only one
+
+    def queries_of_a_cycle_admitting(count: int) -> int:
+        jobs = [create_job(bob, make_request()) for _ in range(count)]  # a node of nlp-team each
+        with CaptureQueriesContext(connection) as queries:
+            assert len(cycle(now).admissions) == count
+        Pod.objects.filter(job__in=jobs).update(status="Succeeded", finished_at=now)  # the nodes are free again
+        Job.objects.filter(pk__in=[j.pk for j in jobs]).update(status="Succeeded")
+        return len(queries.captured_queries)
+
+    queries_of_a_cycle_admitting(1)
+    assert queries_of_a_cycle_admitting(1) == queries_of_a_cycle_admitting(2)

@@ -248,8 +248,9 @@ def _json_preparer(field):
     if kind in ("DateTimeField", "DateField", "DecimalField"):
         return lambda value: None if (value := prepare(value)) is None else _text(value)
     if kind not in _PLAIN_FIELDS:
-        raise NotImplementedError(f"insert_family cannot write {field} ({kind}) yet")
-    return prepare
+        raise NotImplementedError(f"cannot write {field} ({kind}) as JSON yet")
+    # A str or int subclass (a TextChoices member) is written as its str or int value by json.dumps.
+    return lambda value: value if isinstance(value, (str, int)) or value is None else prepare(value)
 
 
 def _text(value) -> str:

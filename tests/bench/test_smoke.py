@@ -6,7 +6,7 @@ test database and broker (SQLite + filesystem, or PostgreSQL + Redis), like the 
 
 import pytest
 
-from bench import admission_throughput, harness, kueue_baseline, reclaim_latency
+from bench import admission_throughput, create_job, harness, kueue_baseline, reclaim_latency
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -56,3 +56,13 @@ def test_reclaim_latency_evicts_the_borrowers_in_every_trial(services):
     assert r["p95_s"] >= r["p50_s"] >= 0.2  # the borrowers' termination is part of it
     assert r["p50_overhead_s"] == pytest.approx(r["p50_s"] - 0.2)
     assert "p95" in reclaim_latency.report(r)
+
+
+def test_create_job_submits_every_job_and_reports_its_cost(db):
+    from jobs.models import Job
+
+    r = create_job.run(jobs=6, warm_up=3, cohorts=1, queues=2)
+
+    assert Job.objects.count() == 9 and r["jobs"] == 6
+    assert r["wall_ms"] > 0 and r["cpu_ms"] > 0 and (r["server_ms"] is None or r["server_ms"] >= 0)
+    assert "ms a job" in create_job.report(r)

@@ -209,7 +209,7 @@ class _Batch:
         if written != len(rows):
             raise _PodChanged(f"{len(rows) - written} of {len(rows)} pods changed under the batch")
         bulk.insert_many(PodEvent, ("pod", "at", "type", "reason", "message"),
-                         [(e.pod_id, e.at, e.type, e.reason, e.message) for e in self.events])
+                         [(e.pod.pk, e.at, e.type, e.reason, e.message) for e in self.events])
         moved = {t.job.pk: t.job for t in self.transitions}
         now = timezone.now()
         bulk.update_many(Job, ("status", "reason_code", "reason_message", "running_at", "finished_at", "modified_at"),

@@ -172,15 +172,12 @@ def _read(sql: str, params: list) -> list[tuple]:
 
 
 # _Validation's two reads (_workspace, _quota), in SQL: they are the same on every call, and building
-# them with the ORM took more of create_job's client CPU than storing the job (bench/kueue_baseline.py).
-_q = connection.ops.quote_name
-_MEMBERSHIPS_SQL = (f"SELECT m.{_q('workspace_id')}, w.{_q('name')}, m.{_q('role')}, m.{_q('is_default')} "
-                    f"FROM {_q(Membership._meta.db_table)} m JOIN {_q(Workspace._meta.db_table)} w "
-                    f"ON w.{_q('id')} = m.{_q('workspace_id')} WHERE m.{_q('user_id')} = %s "
-                    f"ORDER BY m.{_q('workspace_id')}")
-_QUOTA_SQL = (f"SELECT q.{_q('id')}, q.{_q('name')}, q.{_q('resource_type')}, EXISTS (SELECT 1 FROM "
-              f"{_q(Quota.workspaces.through._meta.db_table)} b WHERE b.{_q('quota_id')} = q.{_q('id')} "
-              f"AND b.{_q('workspace_id')} = %s) FROM {_q(Quota._meta.db_table)} q WHERE q.{_q('quota_id')} = %s")
+# them with the ORM took more of create_job's client CPU than storing the job (bench/create_job.py).
+_MEMBERSHIPS_SQL = (f"SELECT m.workspace_id, w.name, m.role, m.is_default FROM {Membership._meta.db_table} m "
+                    f"JOIN {Workspace._meta.db_table} w ON w.id = m.workspace_id WHERE m.user_id = %s "
+                    "ORDER BY m.workspace_id")
+_QUOTA_SQL = (f"SELECT q.id, q.name, q.resource_type, EXISTS (SELECT 1 FROM {Quota.workspaces.through._meta.db_table} b "
+              f"WHERE b.quota_id = q.id AND b.workspace_id = %s) FROM {Quota._meta.db_table} q WHERE q.quota_id = %s")
 
 
 class _Validation:

@@ -15,9 +15,7 @@ so every millisecond here is a quarter of a core there.
 from __future__ import annotations
 
 import argparse
-import os
 import time
-from pathlib import Path
 
 try:
     from bench import harness, kueue_baseline
@@ -50,12 +48,7 @@ def server_cpu_seconds() -> float | None:
         return None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:  # PostgreSQL on another machine
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return harness.process_cpu_seconds(cursor.fetchone()[0])  # None: PostgreSQL on another machine
 
 
 def report(r: dict) -> str:

@@ -113,15 +113,8 @@ class Services:
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) each service has used so far, threads included (Linux /proc)."""
-        tick = os.sysconf("SC_CLK_TCK")
-        used = {}
-        for key, proc in self.processes.items():
-            try:
-                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # gone, or not Linux
-                continue
-            used[key] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-        return used
+        used = {key: process_cpu_seconds(proc.pid) for key, proc in self.processes.items()}
+        return {key: seconds for key, seconds in used.items() if seconds is not None}
 
     def cpu_report(self, since: tuple[float, float], children_s: float = 0.0) -> str:
         """One line: CPU seconds per service, the submitters (`children_s`) and the whole machine
@@ -183,6 +176,16 @@ class Services:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
             time.sleep(interval)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) the process has used so far, threads included; None if it is gone
+    or this is not Linux (/proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def machine_cpu_seconds() -> tuple[float, float]:

@@ -59,16 +59,22 @@ _PLAIN_VALUES = (int, str, bool, type(None))
 
 def _json_rows(fields: list, rows: list[tuple]) -> tuple[str, str]:
     """The rows (a value per field each) as one JSON parameter, and the SQL that reads them back
-    as a table `v` of columns v0, v1, ... of the fields' types (json_to_recordset).
+    as a table `v` of columns v0, v1, ... of the fields' types (`_json_source`).
 
     One JSON text rather than an array per column (unnest): psycopg dumps arrays element by
     element in Python, json.dumps in C; for a cycle's 600 pod bindings that was 7 ms of client
     CPU against 2.7, PostgreSQL's own time the same (measured alternating, 3 runs each)."""
+    return _json_payload(fields, rows), _json_source(fields)
+
+
+def _json_payload(fields: list, rows: list[tuple]) -> str:
     prepare = [_json_preparer(f) for f in fields]
-    names = [f"v{i}" for i in range(len(fields))]
-    payload = json.dumps([{n: p(v) for n, p, v in zip(names, prepare, row)} for row in rows])
-    columns = ", ".join(f"{n} {f.db_type(connection)}" for n, f in zip(names, fields))
-    return payload, f"json_to_recordset(%s::json) AS v({columns})"
+    return json.dumps([{f"v{i}": p(v) for i, (p, v) in enumerate(zip(prepare, row))} for row in rows])
+
+
+def _json_source(fields: list) -> str:
+    columns = ", ".join(f"v{i} {f.db_type(connection)}" for i, f in enumerate(fields))
+    return f"json_to_recordset(%s::json) AS v({columns})"
 
 
 def _preparer(field):
@@ -168,7 +174,7 @@ def insert_family(parent: models.Model, children: Iterable[models.Model]) -> Non
 
     PostgreSQL: one statement (`_family_statement`), where the ORM's save and one bulk_create per
     child model were five statements and five round trips for create_job. Each model's rows go as
-    one JSON parameter (`_family_json`), so that the statement has a handful of parameters whatever
+    one JSON parameter (`_json_rows`), so that the statement has a handful of parameters whatever
     the models' columns: with one array parameter per column (about 80) psycopg parsed the text
     afresh at every call (it caches statements of up to 50) and dumped every array on its own.
     Elsewhere (SQLite, in process): those five statements, in a transaction. Values are prepared
@@ -200,16 +206,15 @@ def insert_family(parent: models.Model, children: Iterable[models.Model]) -> Non
 @functools.cache
 def _family_statement(parent: type, children: tuple[type, ...]) -> str:
     """The parent's INSERT ... RETURNING as a WITH query, and one INSERT per child model, each
-    model's rows read from its JSON parameter by json_populate_recordset (the table's row type
-    gives every column its type), the children's key taken from the parent's. Cached: it is the
-    same for every job."""
+    model's rows read from its JSON parameter (`_json_source`), the children's key taken from the
+    parent's. Cached: it is the same for every job."""
     q, pk = connection.ops.quote_name, connection.ops.quote_name(parent._meta.pk.column)
 
     def rows_of(model: type, link) -> tuple[str, str]:
         """The columns an insert of the model sets, and the rows' values of them, from JSON."""
-        names = [q(f.column) for f in _inserted(model._meta, link)]
-        return ", ".join(names), (", ".join(f"v.{name}" for name in names) + " FROM json_populate_recordset("
-                                  f"NULL::{q(model._meta.db_table)}, %s::json) AS v")
+        fields = _inserted(model._meta, link)
+        return (", ".join(q(f.column) for f in fields),
+                ", ".join(f"v.v{i}" for i in range(len(fields))) + f" FROM {_json_source(fields)}")
 
     columns, rows = rows_of(parent, None)
     sql = [f"WITH p AS (INSERT INTO {q(parent._meta.db_table)} ({columns}) SELECT {rows} RETURNING {pk})"]
@@ -223,19 +228,13 @@ def _family_statement(parent: type, children: tuple[type, ...]) -> str:
 
 
 def _family_json(rows: list[models.Model], link) -> str:
-    """Rows of one model as a JSON array of objects, column name to value, with the columns
-    `_inserted` names (those but the link to the parent), each value as its field prepares it."""
-    columns = _json_columns(type(rows[0]), link)
-    return json.dumps([{column: prepare(field.pre_save(row, True)) for column, field, prepare in columns}
-                       for row in rows])
+    """Rows of one model as `_family_statement` reads them: the columns `_inserted` names (all but
+    the link to the parent), each value as save() would take it (pre_save)."""
+    fields = _inserted(rows[0]._meta, link)
+    return _json_payload(fields, [[f.pre_save(row, True) for f in fields] for row in rows])
 
 
 @functools.cache
-def _json_columns(model: type, link) -> list[tuple]:
-    """(column name, field, value -> its JSON value) for each column an insert of the model sets."""
-    return [(f.column, f, _json_preparer(f)) for f in _inserted(model._meta, link)]
-
-
 def _json_preparer(field):
     """value -> its JSON value: what get_db_prep_save gives, with datetimes and decimals as the
     text PostgreSQL reads them from, and a JSONField's value as it is (its own JSON)."""

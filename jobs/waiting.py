@@ -7,15 +7,20 @@ was most of a cycle's time and most of PostgreSQL's work once thousands of jobs 
   * reads the waiting jobs' (pk, job id, modified_at) only, and the details (roles, pods, the
     time of the latest restart) of just the jobs it has not seen at that version. A waiting job
     changes only through a save, which moves modified_at: a requeue (new pods, a restart), a new
-    priority. A job that left the queue and came back has a new modified_at too.
+    priority. A job that left the queue and came back has a new modified_at too. On PostgreSQL
+    it reads even those versions only of the jobs written since its last read (_changes_since:
+    a trigger stamps each row with its writer's transaction id), not of the whole backlog.
   * writes a job's wait reason and queue position only when they changed since what this
-    process wrote (remembered once the cycle commits): a new job, a new reason code, or a new
-    position at the head of its queue (the first POSITIONS_EXACT) at once; any other change (a
-    deeper position, new numbers in the same reason) at the next refresh, every
-    POSITIONS_REFRESH_S. The refresh compares with the stored rows themselves, so it also
-    repairs what another scheduler process or a rolled-back cycle left behind. Kueue, for
-    comparison, publishes the first 10 pending workloads of a queue, every 5 s
-    (QueueVisibility maxCount, updateIntervalSeconds). Rewriting every changed reason each
+    process wrote (remembered once the cycle commits): a new job or a new reason code at once;
+    a new position at the head of its queue (the first POSITIONS_EXACT) at most every
+    HEAD_MOVES_EVERY_S (each admission moves every position behind it: while the Kueue
+    baseline's large jobs ran, every cycle rewrote ten positions of each of its 30 queues, and
+    writing reasons took a third of a cycle, 0.10-0.16 s of 0.30-0.37 s, two thirds of that in
+    the row updates); any other change (a deeper position, new numbers in the same reason) at
+    the next refresh, every POSITIONS_REFRESH_S. The refresh compares with the stored rows
+    themselves, so it also repairs what another scheduler process or a rolled-back cycle left
+    behind. Kueue, for comparison, publishes the first 10 pending workloads of a queue, every
+    5 s (QueueVisibility maxCount, updateIntervalSeconds). Rewriting every changed reason each
     5 s was 338,000 row updates, a fifth of PostgreSQL's time, in bench/kueue_baseline.py.
   * spreads a refresh over cycles: each cycle refreshes the next REFRESH_CHUNK waiting jobs (in
     pk order) until all have been, so that no one cycle reads and rewrites every waiting row.
@@ -61,6 +66,7 @@ from scheduler.decisions import DEEP_IN_QUEUE, QUEUING
 from scheduler.plan import job_order, queue_of
 
 POSITIONS_EXACT = 10
+HEAD_MOVES_EVERY_S = 2.0  # a position at the head that only moved is rewritten at most this often
 POSITIONS_REFRESH_S = 10.0
 REFRESH_CHUNK = 1000  # waiting jobs a cycle refreshes while a refresh is under way
 POSITIONS_MOVED = 0.1  # a deep position is rewritten once it moved by more than this fraction
@@ -76,7 +82,7 @@ class _Entry:
     version: tuple[str, str]  # (job id, modified_at as text): a reused pk cannot match
     job: s.PendingJob | None  # None: no pod waits to be placed
     pods: dict[tuple[str, int], int] = field(default_factory=dict)  # (role, index) -> pod pk
-    stored: tuple[str, str, int] | None = None  # (code, message, position) this process wrote
+    stored: tuple[str, str, int, datetime] | None = None  # (code, message, position, when) this process wrote
     # The job's quota queue and its order in it (scheduler.plan.queue_of, job_order), once per
     # version: _window sorts every queue each cycle. queue is None for a job that is not planned
     # by a quota queue (spot, pay-as-you-go; all of those are planned) or has nothing to place.
@@ -98,12 +104,13 @@ class WaitingJobs:
         self._refreshed_at: datetime | None = None  # when the last refresh began
         self._to_refresh: list[int] = []  # pks the refresh under way has yet to reach, descending
         self._deeper: dict[str, list[s.PendingJob]] = {}  # queue -> its jobs past the depth, in order
+        self._xmin: int | None = None  # PostgreSQL: every job written by an older transaction was read
         self._lock = threading.Lock()
 
     def clear(self) -> None:
         with self._lock:
             self._entries, self._by_job_id, self._refreshed_at, self._to_refresh = {}, {}, None, []
-            self._deeper = {}
+            self._deeper, self._xmin = {}, None
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -111,19 +118,53 @@ class WaitingJobs:
         """The pending jobs of the snapshot, in pk order: those with a pod waiting to be placed,
         but for the ones deeper in their quota's queue than a cycle plans (_window)."""
         with self._lock:
-            versions = _versions()
-            entries = {pk: e for pk, e in self._entries.items() if versions.get(pk) == e.version}
-            kept = len(entries) == len(self._entries)
-            new = sorted(pk for pk in versions if pk not in entries)
-            for chunk in _chunks(new):
-                entries.update((e.pk, e) for e in sorted(_read_details(chunk), key=attrgetter("pk")))
-            if new and self._entries and new[0] < next(reversed(self._entries)):
-                entries = dict(sorted(entries.items()))  # else the new ones (newer jobs) are last already
-            if new or not kept:
-                self._by_job_id = {e.version[0]: e for e in entries.values()}
-            self._entries = entries
-            planned, self._deeper = _window([e for e in entries.values() if e.job is not None])
+            changes = _changes_since(self._xmin) if self._xmin is not None else None
+            if changes is None or not self._apply_changes(*changes):
+                versions, self._xmin = _versions()
+                self._apply_versions(versions)
+            planned, self._deeper = _window([e for e in self._entries.values() if e.job is not None])
             return planned
+
+    def _apply_versions(self, versions: dict[int, tuple[str, str]]) -> None:
+        """Take every waiting job's version: keep the entries still current, read the others."""
+        self._update([pk for pk, e in self._entries.items() if versions.get(pk) != e.version],
+                     [pk for pk, version in versions.items() if pk not in self._entries
+                      or self._entries[pk].version != version])
+
+    def _apply_changes(self, rows: list[tuple[int, str, str, bool]], waiting: int, xmin: int) -> bool:
+        """Take the versions of the jobs written since the last read (PostgreSQL); False, leaving the
+        entries as they were, when the number of waiting jobs does not add up (a waiting job was
+        deleted: a delete leaves no row to read), so that read() reads every version instead."""
+        gone, fresh = [], []
+        known = {pk for pk, *_ in rows if pk in self._entries}
+        count = len(self._entries) - len(known)
+        for pk, job_id, modified, is_waiting in rows:
+            entry = self._entries.get(pk)
+            count += is_waiting
+            if entry is not None and (not is_waiting or entry.version != (job_id, modified)):
+                gone.append(pk)
+            if is_waiting and (entry is None or entry.version != (job_id, modified)):
+                fresh.append(pk)
+        if count != waiting:
+            return False
+        self._update(gone, fresh)
+        self._xmin = xmin
+        return True
+
+    def _update(self, gone: list[int], fresh: list[int]) -> None:
+        """Drop the entries of `gone`, add entries read afresh for `fresh`, and keep pk order."""
+        for pk in gone:
+            entry = self._entries.pop(pk)
+            if self._by_job_id.get(entry.version[0]) is entry:
+                del self._by_job_id[entry.version[0]]
+        last = next(reversed(self._entries), 0)
+        fresh.sort()
+        for chunk in _chunks(fresh):
+            for entry in sorted(_read_details(chunk), key=attrgetter("pk")):
+                self._entries[entry.pk] = entry
+                self._by_job_id[entry.version[0]] = entry
+        if fresh and fresh[0] < last:  # an older job changed: else the new ones (newer jobs) are last already
+            self._entries = dict(sorted(self._entries.items()))
 
     # ---- writing reasons and positions -------------------------------------------------------
 
@@ -146,11 +187,12 @@ class WaitingJobs:
                 else:
                     old = entry.stored
                     write = old is None or old[0] != w.code or (
-                        old[2] != w.position and min(old[2], w.position) <= POSITIONS_EXACT)
+                        old[2] != w.position and min(old[2], w.position) <= POSITIONS_EXACT
+                        and not timedelta(0) <= now - old[3] < timedelta(seconds=HEAD_MOVES_EVERY_S))
                 if write:
                     rows.append((w.message, w.position, entry.pk))
                 if write or refreshed:
-                    written.append((entry, new))
+                    written.append((entry, (*new, now if write or entry.stored is None else entry.stored[3])))
             # Only these two columns, and only while the job still waits (the status test is part
             # of the update): a job stopped meanwhile keeps no stale reason.
             statuses = tuple(str(w) for w in WAITING)
@@ -232,16 +274,47 @@ def _window(entries: list[_Entry]) -> tuple[tuple[s.PendingJob, ...], dict[str, 
 _ORDER = attrgetter("order")
 
 
-def _versions() -> dict[int, tuple[str, str]]:
-    """pk -> (job id, modified_at as text) of every waiting job: read each cycle, so in SQL (the
-    same every time) rather than built by the ORM, and as text, which PostgreSQL formats faster
-    than psycopg parses timestamps (SQLite keeps its text as it is)."""
-    q = connection.ops.quote_name
+def _versions() -> tuple[dict[int, tuple[str, str]], int | None]:
+    """pk -> (job id, modified_at as text) of every waiting job, and on PostgreSQL the xmin of the
+    statement's snapshot (see _changes_since). In SQL (the same every time) rather than built by
+    the ORM, and modified_at as text, which PostgreSQL formats faster than psycopg parses
+    timestamps (SQLite keeps its text as it is)."""
+    q, waiting = connection.ops.quote_name, _WAITING_SQL
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {q('id')}, {q('job_id')}, CAST({q('modified_at')} AS text) "
-                       f"FROM {q(Job._meta.db_table)} WHERE {q('status')} IN ({', '.join(['%s'] * len(WAITING))})",
-                       [str(w) for w in WAITING])
-        return {pk: (job_id, modified) for pk, job_id, modified in cursor.fetchall()}
+        if connection.vendor != "postgresql":
+            cursor.execute(f"SELECT {q('id')}, {q('job_id')}, CAST({q('modified_at')} AS text) "
+                           f"FROM {q(Job._meta.db_table)} WHERE {q('status')} IN {waiting}")
+            return {pk: (job_id, modified) for pk, job_id, modified in cursor.fetchall()}, None
+        cursor.execute(f"SELECT s.xmin, j.id, j.job_id, CAST(j.modified_at AS text) FROM ({_XMIN_SQL}) s "
+                       f"LEFT JOIN {q(Job._meta.db_table)} j ON j.status IN {waiting}")
+        rows = cursor.fetchall()
+        return {pk: (job_id, modified) for _, pk, job_id, modified in rows if pk is not None}, rows[0][0]
+
+
+def _changes_since(xmin: int) -> tuple[list[tuple[int, str, str, bool]], int, int]:
+    """PostgreSQL: the jobs written by every transaction not finished when the snapshot of the
+    last read was taken (its xmin) or begun since, as (pk, job id, modified_at, whether it
+    waits); the number of waiting jobs; this snapshot's xmin. All from one statement, so from
+    one snapshot.
+
+    A trigger stores in jobs_job.change_xid the id of the transaction that last wrote the row
+    (migration 0007). A transaction with an id below a snapshot's xmin had finished when the
+    snapshot was taken, so what it wrote was read then; anything written since, or by a
+    transaction still open then, has an id of at least that xmin, whenever it commits. A
+    timestamp watermark (modified_at) has no such guarantee: a row is stamped before its
+    transaction commits. Reading every waiting job's version each cycle instead was 40-60 ms of
+    a cycle with 13,000 waiting (bench/kueue_baseline.py), most of its snapshot."""
+    q, waiting = connection.ops.quote_name, _WAITING_SQL
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT s.xmin, s.waiting, j.id, j.job_id, CAST(j.modified_at AS text), j.status IN {waiting} "
+                       f"FROM ({_XMIN_SQL}, (SELECT count(*) FROM {q(Job._meta.db_table)} WHERE status IN {waiting}) "
+                       f"AS waiting) s LEFT JOIN {q(Job._meta.db_table)} j ON j.change_xid >= %s", [xmin])
+        rows = cursor.fetchall()
+    return [row[2:] for row in rows if row[2] is not None], rows[0][1], rows[0][0]
+
+
+_WAITING_SQL = "(" + ", ".join(f"'{w}'" for w in sorted(WAITING)) + ")"  # constants: one statement text
+_XMIN_SQL = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin"
 
 
 def _moved(stored: int | None, position: int) -> bool:
@@ -251,7 +324,7 @@ def _moved(stored: int | None, position: int) -> bool:
     return abs(position - stored) > POSITIONS_MOVED * stored
 
 
-def _remember(written: list[tuple[_Entry, tuple[str, str, int]]]) -> None:
+def _remember(written: list[tuple[_Entry, tuple[str, str, int, datetime]]]) -> None:
     for entry, stored in written:
         entry.stored = stored
 

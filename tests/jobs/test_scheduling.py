@@ -198,8 +198,10 @@ def test_a_cycle_plans_the_head_of_each_queue_and_places_the_rest_behind_it(bob,
         reports(report(pod, "Running"), report(pod, "Succeeded", exit_code=0))
     # Two nodes are free, but the one job deeper than the depth is not backfilled this cycle ...
     assert [a.job_id for a in cycle().admissions] == [jobs[2].job_id]
-    # ... it is the next, once it leads the queue.
-    assert [a.job_id for a in cycle().admissions] == [jobs[0].job_id]
+    # ... it is the next, once it leads the queue; the positions at the head that moved are written
+    # once HEAD_MOVES_EVERY_S passed.
+    later = timezone.now() + timedelta(seconds=waiting.HEAD_MOVES_EVERY_S)
+    assert [a.job_id for a in cycle(later).admissions] == [jobs[0].job_id]
     assert [(j.status, j.queue_position) for j in rows()[2:]] == [("Queuing", 1), ("Queuing", 2)]
 
 
@@ -301,8 +303,10 @@ def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_hea
         return Job.objects.get(pk=jobs[n].pk).wait_reason
 
     assert cycle_at(0, [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]  # first cycle: every position
-    # Jobs ahead were admitted: a job that is or was at the head (<= 2) moves at once, a deep one later.
-    assert cycle_at(1, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
+    # Jobs ahead were admitted: a job that is or was at the head (<= 2) moves once HEAD_MOVES_EVERY_S
+    # passed since its position was written, a deep one at the refresh.
+    assert cycle_at(1, [1, 1, 1, 2, 3]) == [1, 2, 3, 4, 5]
+    assert cycle_at(2, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
     assert cycle_at(9.9, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 5]
     assert cycle_at(10, [1, 1, 1, 2, 3]) == [1, 1, 1, 2, 3]  # POSITIONS_REFRESH_S later: all of them
     # New numbers in the same reason wait for the refresh, at the head too.

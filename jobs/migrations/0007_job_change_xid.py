@@ -1,0 +1,49 @@
+"""jobs_job.change_xid on PostgreSQL: the id of the transaction that last wrote the row, set by a
+trigger, so that a schedule cycle reads only the waiting jobs changed since its last read
+(jobs/waiting.py). Not a model field: no code writes it, and SQLite has no transaction ids (there
+the cycle reads every waiting job's version)."""
+
+from django.db import migrations
+
+FORWARD = """
+ALTER TABLE jobs_job ADD COLUMN change_xid bigint NOT NULL DEFAULT 0;
+CREATE FUNCTION jobs_job_change_xid() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.change_xid := pg_current_xact_id()::text::bigint;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER jobs_job_change_xid_insert BEFORE INSERT ON jobs_job
+    FOR EACH ROW EXECUTE FUNCTION jobs_job_change_xid();
+-- Only a write that moves what the cycle reads (the status, the version): a job's wait reason and
+-- queue position, rewritten by every cycle, leave the column and so its index alone, and the
+-- update stays HOT (no new entry in any of the table's indexes).
+CREATE TRIGGER jobs_job_change_xid_update BEFORE UPDATE ON jobs_job
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.modified_at IS DISTINCT FROM NEW.modified_at)
+    EXECUTE FUNCTION jobs_job_change_xid();
+CREATE INDEX jobs_job_change_xid ON jobs_job (change_xid);
+"""
+
+BACKWARD = """
+DROP TRIGGER jobs_job_change_xid_insert ON jobs_job;
+DROP TRIGGER jobs_job_change_xid_update ON jobs_job;
+DROP FUNCTION jobs_job_change_xid();
+ALTER TABLE jobs_job DROP COLUMN change_xid;
+"""
+
+
+def _on_postgresql(sql: str):
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "postgresql":
+            schema_editor.execute(sql)
+    return run
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("jobs", "0006_role_resources"),
+    ]
+
+    operations = [
+        migrations.RunPython(_on_postgresql(FORWARD), _on_postgresql(BACKWARD)),
+    ]

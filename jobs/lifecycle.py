@@ -220,7 +220,7 @@ class _Batch:
         for pk in aimaster.awaiting_running([t.job.pk for t in started]):
             aimaster.job_running(moved[pk], next(t.at for t in started if t.job.pk == pk))
         if self.freed:
-            request_cycle()  # their capacity is free now
+            request_cycle(freed=True)  # their capacity is free now
         return self.claimed
 
 
@@ -264,7 +264,7 @@ def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
     for name, value in fields.items():
         setattr(pod, name, value)
     _finished_event(pod, report).save()
-    request_cycle()  # its capacity is free now
+    request_cycle(freed=True)  # its capacity is free now
     if pod.current and job.status not in FINAL:
         _job_after_pod_finished(job, pod, report)
     return True

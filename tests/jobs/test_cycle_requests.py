@@ -57,7 +57,8 @@ def test_the_schedule_task_clears_the_request_and_runs_a_cycle(flag, monkeypatch
     assert ran == [1] and scheduling._claim_request()
 
 
-def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_second(monkeypatch):
+def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_second(monkeypatch, settings):
+    settings.REDIS_URL = None  # a plain sleep
     clock, slept = [100.0], []
     monkeypatch.setattr(scheduling.contention, "since_last", lambda: 1.0)  # the machine is busy
     monkeypatch.setattr(scheduling.time, "monotonic", lambda: clock[0])
@@ -75,10 +76,11 @@ def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_s
     cycle_taking(0.01)
     clock[0] += 1.0  # a request long after the last cycle: no rest
     cycle_taking(0.01)
-    assert slept == [0.0, 0.2, 0.4, 0.0]
+    assert slept == [0.2, 0.4]  # no sleep at all for the first and the last
 
 
-def test_on_a_machine_with_cpu_to_spare_the_schedule_task_rests_only_that_share(monkeypatch):
+def test_on_a_machine_with_cpu_to_spare_the_schedule_task_rests_only_that_share(monkeypatch, settings):
+    settings.REDIS_URL = None  # a plain sleep
     clock, slept, shares = [100.0], [], iter([0.25, 0.0, 1.0])
     monkeypatch.setattr(scheduling.contention, "since_last", lambda: next(shares))
     monkeypatch.setattr(scheduling.time, "monotonic", lambda: clock[0])
@@ -88,7 +90,30 @@ def test_on_a_machine_with_cpu_to_spare_the_schedule_task_rests_only_that_share(
     monkeypatch.setattr(scheduling, "run_cycle", lambda: clock.__setitem__(0, clock[0] + 0.4))
     for _ in range(3):
         scheduling.run_paced_cycle()
-    assert slept == [0.0, 0.1, 0.0]  # others used a quarter of what they could have, then none
+    assert slept == [0.1]  # others used a quarter of what they could have, then none
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL")
+def test_a_request_that_freed_capacity_cuts_the_rest_short_and_others_do_not(db, settings,
+                                                                            django_capture_on_commit_callbacks):
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+
+    def rest(seconds: float) -> float:
+        began = time.monotonic()
+        scheduling._rest(seconds)
+        return time.monotonic() - began
+
+    clear_request()
+    with django_capture_on_commit_callbacks(execute=True):
+        request_cycle(freed=True)  # a pod ended while the task rests (or before it began to)
+    assert rest(30) < 5
+    with django_capture_on_commit_callbacks(execute=True):
+        request_cycle()  # a submission: it waits for the rest
+    assert rest(0.3) >= 0.3
+    with django_capture_on_commit_callbacks(execute=True):
+        request_cycle(freed=True)
+    clear_request()  # a cycle began after it: it sees that capacity already, and the next rest is whole
+    assert rest(0.3) >= 0.3
 
 
 def test_contention_is_the_share_of_the_cpu_the_other_processes_used():

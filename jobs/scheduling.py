@@ -63,6 +63,11 @@ RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}
 # machine cycles use at most about half a core and each decides for more jobs at once; on one
 # with CPU to spare the next binding does not wait out a rest that saves nothing.
 PACE_MAX_S = 0.5
+# While cycles follow each other at once (capacity was freed meanwhile), a cycle leaves the waiting
+# jobs' reasons to the next one, as long as they were written less than this long ago: in the
+# Kueue baseline's drain the scheduler is busy back to back, and writing reasons was a fifth of
+# each cycle (0.09 of 0.40 s). Nothing is lost: each write compares with what was last written.
+REASONS_DEFER_MAX_S = 1.0
 _rest_until = 0.0
 contention = Contention()
 
@@ -77,7 +82,7 @@ def run_paced_cycle() -> s.Decisions:
     started = time.monotonic()
     decisions = None
     try:
-        decisions = run_cycle()
+        decisions = run_cycle(defer_reasons=_wake_pending)
         return decisions
     finally:
         ended = time.monotonic()
@@ -87,8 +92,13 @@ def run_paced_cycle() -> s.Decisions:
             request_cycle()
 
 
-def run_cycle(now=None) -> s.Decisions:
-    """One schedule cycle, applied in one transaction; messages go to the agents after commit."""
+def run_cycle(now=None, *, defer_reasons=None) -> s.Decisions:
+    """One schedule cycle, applied in one transaction; messages go to the agents after commit.
+
+    defer_reasons: a test, called once the cycle committed, of whether another cycle follows at
+    once (the schedule task passes _wake_pending). If it does and the waiting jobs' reasons were
+    written less than REASONS_DEFER_MAX_S ago, this cycle leaves them to it (see store_wait_reasons).
+    """
     t = [time.perf_counter()]
     with transaction.atomic():
         _serialize_cycles()
@@ -104,7 +114,8 @@ def run_cycle(now=None) -> s.Decisions:
         dispatch.send_on_commit(apply(decisions, now))
         t.append(time.perf_counter())
     t.append(time.perf_counter())
-    store_wait_reasons(decisions, now)
+    if not (defer_reasons is not None and waiting_jobs.stored_within(now, REASONS_DEFER_MAX_S) and defer_reasons()):
+        store_wait_reasons(decisions, now)
     t.append(time.perf_counter())
     # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
     level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
@@ -356,6 +367,18 @@ def _rest(seconds: float) -> None:
         except Exception:  # Redis is down: the rest is still owed
             log.exception("could not wait on the schedule wake-up list")
     time.sleep(seconds)
+
+
+def _wake_pending() -> bool:
+    """Whether capacity was freed since this cycle began (a wake-up waits): the next cycle follows
+    at once."""
+    if not settings.REDIS_URL:
+        return False
+    try:
+        return _redis().llen(_WAKE_KEY) > 0
+    except Exception:
+        log.exception("could not read the schedule wake-up list")
+        return False
 
 
 def _end_rest() -> None:

@@ -28,6 +28,15 @@ def fresh_scheduler_memory():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def no_wake_ups(monkeypatch):
+    """A pod that ends wakes a resting schedule task through Redis (jobs/scheduling.py _end_rest);
+    no test's pod wakes a task, or leaves a wake-up behind for the next test's paced cycles."""
+    from jobs import scheduling
+
+    monkeypatch.setattr(scheduling, "_end_rest", lambda: None)
+
+
 @pytest.fixture
 def demo_cluster(db):
     """The seeded demo (tenant, workspaces, quotas with nodes, public pool, alice/bob/charlie),

@@ -7,6 +7,7 @@ from django.db import transaction
 from jobs import scheduling
 from jobs.scheduling import clear_request, request_cycle
 
+END_REST = scheduling._end_rest
 MODES = ["file", pytest.param("redis", marks=pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL"))]
 
 
@@ -51,7 +52,7 @@ def test_the_schedule_task_clears_the_request_and_runs_a_cycle(flag, monkeypatch
     from jobs import tasks
 
     ran = []
-    monkeypatch.setattr(scheduling, "run_cycle", lambda: ran.append(1))
+    monkeypatch.setattr(scheduling, "run_cycle", lambda **_: ran.append(1))
     assert scheduling._claim_request()
     tasks.schedule.apply()
     assert ran == [1] and scheduling._claim_request()
@@ -67,7 +68,7 @@ def test_the_schedule_task_rests_as_long_as_its_last_cycle_took_at_most_half_a_s
     monkeypatch.setattr(scheduling, "_rest_until", 0.0)
 
     def cycle_taking(seconds):
-        monkeypatch.setattr(scheduling, "run_cycle", lambda: clock.__setitem__(0, clock[0] + seconds))
+        monkeypatch.setattr(scheduling, "run_cycle", lambda **_: clock.__setitem__(0, clock[0] + seconds))
         scheduling.run_paced_cycle()
 
     cycle_taking(0.2)  # the first cycle does not wait
@@ -87,16 +88,17 @@ def test_on_a_machine_with_cpu_to_spare_the_schedule_task_rests_only_that_share(
     monkeypatch.setattr(scheduling.time, "sleep", lambda s: (slept.append(round(s, 3)), clock.__setitem__(0, clock[0] + s)))
     monkeypatch.setattr(scheduling, "clear_request", lambda: None)
     monkeypatch.setattr(scheduling, "_rest_until", 0.0)
-    monkeypatch.setattr(scheduling, "run_cycle", lambda: clock.__setitem__(0, clock[0] + 0.4))
+    monkeypatch.setattr(scheduling, "run_cycle", lambda **_: clock.__setitem__(0, clock[0] + 0.4))
     for _ in range(3):
         scheduling.run_paced_cycle()
     assert slept == [0.1]  # others used a quarter of what they could have, then none
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL")
-def test_a_request_that_freed_capacity_cuts_the_rest_short_and_others_do_not(db, settings,
+def test_a_request_that_freed_capacity_cuts_the_rest_short_and_others_do_not(db, settings, monkeypatch,
                                                                             django_capture_on_commit_callbacks):
     settings.REDIS_URL = os.environ["REDIS_URL"]
+    monkeypatch.setattr(scheduling, "_end_rest", END_REST)  # the real one (tests/conftest.py stubs it)
 
     def rest(seconds: float) -> float:
         began = time.monotonic()

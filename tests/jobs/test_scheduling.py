@@ -6,7 +6,7 @@ from jobs.models import Job, JobEvent, Pod, PodEvent
 from jobs.scheduling import build_snapshot
 from jobs.services import create_job
 from quotas.models import Node, NodeStatus, Workspace
-from tests.jobs.conftest import CV, NLP, make_request, report
+from tests.jobs.conftest import CV, NLP, T0, make_request, report
 
 
 def bound(job):
@@ -226,6 +226,31 @@ def test_a_cycle_builds_no_reason_for_a_job_deep_in_its_queue_that_it_would_not_
     assert [Job.objects.get(pk=j.pk).queue_position for j in jobs] == [1, 2, 3, 4, 5]
 
 
+def test_a_cycle_followed_at_once_by_another_leaves_the_reasons_to_it_for_at_most_a_second(
+        bob, django_capture_on_commit_callbacks):
+    from jobs import scheduling
+
+    def cycle_at(seconds, next_at_once):
+        with django_capture_on_commit_callbacks(execute=True):
+            scheduling.run_cycle(T0 + timedelta(seconds=seconds), defer_reasons=lambda: next_at_once)
+
+    def reason(job):
+        return Job.objects.get(pk=job.pk).wait_reason
+
+    create_job(bob, make_request(pods=2))  # both nodes of nlp-team
+    cycle_at(0, True)  # no reasons written yet: not deferred
+    waits = create_job(bob, make_request())
+    cycle_at(0.5, True)
+    assert reason(waits) == ""  # left to the next cycle
+    cycle_at(0.6, False)  # the task rests after this one: written
+    assert "nlp-team" in reason(waits)
+    later = create_job(bob, make_request())
+    cycle_at(1.5, True)
+    assert reason(later) == ""
+    cycle_at(1.6, True)  # a second since the last write: written though the next follows at once
+    assert "nlp-team" in reason(later)
+
+
 def test_a_cycle_that_admits_every_job_it_planned_of_a_deeper_queue_is_followed_by_the_next_at_once(
         bob, monkeypatch, cycle_requests, django_capture_on_commit_callbacks):
     from jobs import scheduling, waiting
@@ -261,16 +286,42 @@ def test_a_single_long_queue_is_planned_to_its_share_of_the_budget(monkeypatch):
     def job(n, quota, source=s.SOURCE_QUOTA):
         return s.PendingJob(f"j{n:02d}", t0 + timedelta(seconds=n), (), quota, source=source)
 
-    def entries(jobs):
-        return [waiting._Entry(n, (j.job_id, ""), j) for n, j in enumerate(jobs)]
+    def window(jobs):
+        queues = waiting._Queues()
+        for n, j in enumerate(jobs):
+            queues.add(waiting._Entry(n, (j.job_id, ""), j))
+        return queues.window()
 
     one_queue = [job(n, "a") for n in range(8)]
-    planned, deeper = waiting._window(entries(reversed(one_queue)))  # the queue's order, not the given one
-    assert sorted(j.job_id for j in planned) == [f"j{n:02d}" for n in range(6)]  # all of the budget: 6
+    planned, deeper = window(reversed(one_queue))  # the queue's order, not the order they came in
+    assert [j.job_id for j in planned] == [f"j{n:02d}" for n in (5, 4, 3, 2, 1, 0)]  # all of the budget; pk order
     assert [e.job.job_id for e in deeper["quota:a"]] == ["j06", "j07"]
     four = [job(n, "abcd"[n % 4]) for n in range(16)] + [job(99, None, s.SOURCE_SPOT)]
-    planned, deeper = waiting._window(entries(four))
+    planned, deeper = window(four)
     assert len(planned) == 4 * 2 + 1 and sum(map(len, deeper.values())) == 8  # QUEUE_DEPTH each; spot all
+
+
+def test_the_queues_stay_in_order_as_jobs_come_and_go():
+    from datetime import datetime, timezone as tz
+
+    import scheduler as s
+    from jobs import waiting
+
+    t0 = datetime(2026, 1, 1, tzinfo=tz.utc)
+    jobs = [s.PendingJob(f"j{n}", t0 + timedelta(seconds=n % 3), (), "a", priority=1 + n % 2) for n in range(6)]
+    entries = [waiting._Entry(n, (j.job_id, ""), j) for n, j in enumerate(jobs)]
+    queues = waiting._Queues()
+    for entry in entries:
+        queues.add(entry)
+    queues.remove(entries[3])
+
+    def order():
+        return [e.job.job_id for e in queues.queues["quota:a"]]
+
+    assert order() == ["j1", "j5", "j0", "j4", "j2"]  # priority, then submit time, then job id
+    queues.remove(entries[1])
+    queues.add(entries[3])
+    assert order() == ["j3", "j5", "j0", "j4", "j2"]
 
 
 def store_at(capture, jobs, now, positions, message="Quota nlp-team is full", code="QuotaFull") -> list[int]:

@@ -30,9 +30,9 @@ def reads(monkeypatch):
         return versions()
 
     def changes_since(xmin):
-        rows, count, new_xmin = changes(xmin)
+        rows, deletes, new_xmin = changes(xmin)
         seen.append(sorted(pk for pk, *_ in rows))
-        return rows, count, new_xmin
+        return rows, deletes, new_xmin
 
     monkeypatch.setattr(waiting, "_versions", all_versions)
     monkeypatch.setattr(waiting, "_changes_since", changes_since)

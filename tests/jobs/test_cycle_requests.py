@@ -32,6 +32,13 @@ def test_a_request_after_the_cycle_started_asks_for_another(flag):
     assert scheduling._claim_request() and not scheduling._claim_request()
 
 
+def test_a_cycle_knows_whether_another_was_requested_since_it_began(flag):
+    clear_request()  # the schedule task starts
+    assert not scheduling._cycle_requested()
+    assert scheduling._claim_request()  # a submission meanwhile
+    assert scheduling._cycle_requested()
+
+
 def test_a_flag_whose_task_was_lost_expires(settings, tmp_path):
     settings.REDIS_URL, settings.VAR_DIR = None, tmp_path
     assert scheduling._claim_request()

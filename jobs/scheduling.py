@@ -330,8 +330,8 @@ def request_cycle(freed: bool = False) -> None:
 
     freed: the change freed capacity (a pod ended), so the cycle should not wait out the
     schedule task's rest (_rest): a freed node idles until a cycle gives it a job, and in
-    bench/kueue_baseline.py that wait was most of the gap between one large job and the next
-    on a node. Other requests (a submission, a new priority) may wait for the rest: they join
+    bench/kueue_baseline.py that wait was a large part of the 0.4 s gap between one large job
+    and the next on a node. Other requests (a submission, a new priority) may wait for the rest: they join
     the cycle it ends with."""
     if freed:
         transaction.on_commit(_end_rest)

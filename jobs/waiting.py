@@ -49,11 +49,12 @@ from __future__ import annotations
 
 import bisect
 import threading
-from operator import attrgetter
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from operator import attrgetter
+from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Max, TextField
@@ -77,13 +78,21 @@ READ_CHUNK = 2000  # job pks per detail query (SQLite allows 32,766 parameters)
 SOURCES = {Source.QUOTA: s.SOURCE_QUOTA, Source.SPOT: s.SOURCE_SPOT, Source.PUBLIC: s.SOURCE_PAYG}
 
 
+class _Stored(NamedTuple):
+    """A job's wait reason code and queue position as this process last wrote them, and when."""
+
+    code: str
+    position: int
+    at: datetime
+
+
 @dataclass(eq=False)
 class _Entry:
     pk: int
     version: tuple[str, str]  # (job id, modified_at as text): a reused pk cannot match
     job: s.PendingJob | None  # None: no pod waits to be placed
     pods: dict[tuple[str, int], int] = field(default_factory=dict)  # (role, index) -> pod pk
-    stored: tuple[str, str, int, datetime] | None = None  # (code, message, position, when) this process wrote
+    stored: _Stored | None = None
     # The job's quota queue and its order in it (scheduler.plan.queue_of, job_order), once per
     # version: _Queues keeps every queue in this order. queue is None for a job that is not planned
     # by a quota queue (spot, pay-as-you-go; all of those are planned) or has nothing to place.
@@ -161,7 +170,7 @@ class WaitingJobs:
             if self._by_job_id.get(entry.version[0]) is entry:
                 del self._by_job_id[entry.version[0]]
         for chunk in _chunks(sorted(fresh)):
-            for entry in sorted(_read_details(chunk), key=_PK):
+            for entry in _read_details(chunk):  # any order: window() sorts what it plans by pk
                 self._entries[entry.pk] = entry
                 self._queues.add(entry)
                 self._by_job_id[entry.version[0]] = entry
@@ -180,20 +189,20 @@ class WaitingJobs:
             for entry, w in entries:
                 if entry is None:
                     continue
-                new = (w.code, w.message, w.position)
                 refreshed = entry.pk in refresh
                 if refreshed:
                     stored = in_db.get(entry.pk)
                     write = stored is None or stored[0] != w.message or _moved(stored[1], w.position)
                 else:
                     old = entry.stored
-                    write = old is None or old[0] != w.code or (
-                        old[2] != w.position and min(old[2], w.position) <= POSITIONS_EXACT
-                        and not timedelta(0) <= now - old[3] < timedelta(seconds=HEAD_MOVES_EVERY_S))
+                    write = old is None or old.code != w.code or (
+                        old.position != w.position and min(old.position, w.position) <= POSITIONS_EXACT
+                        and not timedelta(0) <= now - old.at < timedelta(seconds=HEAD_MOVES_EVERY_S))
                 if write:
                     rows.append((w.message, w.position, entry.pk))
                 if write or refreshed:
-                    written.append((entry, (*new, now if write or entry.stored is None else entry.stored[3])))
+                    at = now if write or entry.stored is None else entry.stored.at
+                    written.append((entry, _Stored(w.code, w.position, at)))
             # Only these two columns, and only while the job still waits (the status test is part
             # of the update): a job stopped meanwhile keeps no stale reason.
             statuses = tuple(str(w) for w in WAITING)
@@ -225,7 +234,7 @@ class WaitingJobs:
         for queue, entries in self._deeper.items():
             for position, entry in enumerate(entries, ahead[queue] + 1):
                 old, job = entry.stored, entry.job
-                if (old is not None and old[0] == DEEP_IN_QUEUE and min(old[2], position) > POSITIONS_EXACT
+                if (old is not None and old.code == DEEP_IN_QUEUE and min(old.position, position) > POSITIONS_EXACT
                         and entry.pk not in refresh):
                     continue
                 reasons.append((entry, s.WaitReason(
@@ -354,7 +363,7 @@ def _moved(stored: int | None, position: int) -> bool:
     return abs(position - stored) > POSITIONS_MOVED * stored
 
 
-def _remember(written: list[tuple[_Entry, tuple[str, str, int, datetime]]]) -> None:
+def _remember(written: list[tuple[_Entry, _Stored]]) -> None:
     for entry, stored in written:
         entry.stored = stored
 

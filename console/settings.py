@@ -128,6 +128,9 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fixup would close the database connections around every task; console/celery.py
+# keeps them as Django does (CONN_MAX_AGE). The fixup closes them every 2 x this many tasks.
+CELERY_DB_REUSE_MAX = 2**62
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ROUTES = {
     "jobs.tasks.schedule": {"queue": "scheduler"},

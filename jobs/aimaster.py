@@ -42,7 +42,7 @@ from datetime import datetime
 
 from django.db.models import Max
 
-from jobs import dispatch
+from jobs import bulk, dispatch
 from jobs.logs import read_logs
 from jobs.models import FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source
 from jobs.scheduling import request_cycle
@@ -206,6 +206,11 @@ def other_config_error(text: str) -> str | None:
     return None
 
 
+# The job fields config_for reads.
+CONFIG_FIELDS = ("ft_enabled", "ft_run_type", "ft_policy", "ft_max_restarts", "ft_max_preemption_restarts",
+                 "ft_hang_detection", "ft_hang_interval_s", "ft_other_config")
+
+
 def config_for(job: Job) -> FtConfig:
     """The job's fields with its Other Configuration flags applied on top."""
     config = FtConfig(
@@ -273,8 +278,7 @@ def after_pod_failure(job: Job, pod: Pod, *, exit_code: int | None, reason: str,
         return False
     config = config_for(job)
     if pod.preempted:
-        cause = Cause.SPOT_RELEASE if pod.reason_code == dispatch.SPOT_RELEASED else Cause.PREEMPTION
-        return restart_or_fail(job, config, cause, f"Resource Preempted: {pod.reason_message}", now, pod=pod)
+        return restart_or_fail(job, config, preemption_cause(pod), preemption_message(pod), now, pod=pod)
     what = f"Pod {pod.pod_id} failed with exit code {exit_code}" + (f": {message}" if message else "")
     verdict = judge(config, exit_code=exit_code, reason=reason, text=f"{message}\n{log_tail(pod)}")
     if not verdict.retry:
@@ -291,6 +295,24 @@ def restart_or_fail(job: Job, config: FtConfig, cause: str, message: str, now: d
     if limit_reason:
         fail(job, limit_reason[0], f"{message}; not restarted: {limit_reason[1]}", now)
         return True
+    record, step = begin_restart(job, config, cause, message, now)
+    record.save()
+    job.save()
+    bulk.record([step])
+    in_place = cause == Cause.FAILURE and config.run_type == RunType.ASYNCHRONOUS and pod is not None
+    if in_place and _restart_pod_in_place(job, pod, now):
+        return True
+    dispatch.send_on_commit(dispatch.stop_pods(dispatch.live_pods(job), dispatch.RESTART,
+                                               f"Restarting the job: {message}", job.termination_grace_s))
+    requeue_when_gone(job, now)
+    return True
+
+
+def begin_restart(job: Job, config: FtConfig, cause: str, message: str, now: datetime
+                  ) -> tuple[RestartRecord, bulk.Transition]:
+    """A restart the limit allows, on the instance only: the count, the unsaved record and the
+    step to Restarting (save the job, the record, and record the step). lifecycle applies a batch
+    of preempted pods' reports with it, many jobs in a few statements."""
     counted = cause in COUNTED
     if counted:
         job.restart_count += 1
@@ -299,16 +321,23 @@ def restart_or_fail(job: Job, config: FtConfig, cause: str, message: str, now: d
         job.preemption_restart_count += 1
         label = f"preemption restart {job.preemption_restart_count}"
         label += f" of {config.max_preemption_restarts}" if config.max_preemption_restarts is not None else ""
-    RestartRecord.objects.create(job=job, cause=cause, message=message, counted=counted, at=now)
-    job.transition(JobStatus.RESTARTING, reason=f"Restart{cause}", message=f"AIMaster {label} ({cause}): {message}",
-                   now=now)
-    in_place = cause == Cause.FAILURE and config.run_type == RunType.ASYNCHRONOUS and pod is not None
-    if in_place and _restart_pod_in_place(job, pod, now):
-        return True
-    dispatch.send_on_commit(dispatch.stop_pods(dispatch.live_pods(job), dispatch.RESTART,
-                                               f"Restarting the job: {message}", job.termination_grace_s))
-    requeue_when_gone(job, now)
-    return True
+    record = RestartRecord(job=job, cause=cause, message=message, counted=counted, at=now)
+    return record, bulk.transition(job, JobStatus.RESTARTING, reason=f"Restart{cause}",
+                                   message=f"AIMaster {label} ({cause}): {message}", at=now)
+
+
+def preemption_cause(pod: Pod) -> str:
+    return Cause.SPOT_RELEASE if pod.reason_code == dispatch.SPOT_RELEASED else Cause.PREEMPTION
+
+
+def preemption_message(pod: Pod) -> str:
+    return f"Resource Preempted: {pod.reason_message}"
+
+
+def restarts_after_preemption(job: Job, pod: Pod) -> bool:
+    """Whether the preemption of this pod (evicted) restarts its job rather than failing it:
+    fault tolerance on and the preemption limit not reached."""
+    return job.ft_enabled and _limit_reached(job, config_for(job), preemption_cause(pod)) is None
 
 
 def _limit_reached(job: Job, config: FtConfig, cause: str) -> tuple[str, str] | None:
@@ -341,20 +370,31 @@ def requeue_when_gone(job: Job, now: datetime) -> bool:
         return False
     for pod in Pod.objects.filter(job=job, current=True).order_by("role", "index"):
         _new_incarnation(pod, now)
-    target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
-    job.transition(target, reason="Requeued", message=f"All pods stopped; the job waits in {target} to run again",
-                   now=now)
+    target, step = requeue_step(job)
+    job.transition(target, now=now, **step)
     request_cycle()
     return True
 
 
+def requeue_step(job: Job) -> tuple[str, dict]:
+    """The status a re-queued job waits in, and the reason and message of that step."""
+    target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
+    return target, {"reason": "Requeued", "message": f"All pods stopped; the job waits in {target} to run again"}
+
+
 def _new_incarnation(pod: Pod, now: datetime, **bound) -> Pod:
     Pod.objects.filter(pk=pod.pk).update(current=False)
+    new = next_incarnation(pod, job_id=pod.job.job_id, now=now, **bound)
+    new.save(force_insert=True)
+    return new
+
+
+def next_incarnation(pod: Pod, *, job_id: str, now: datetime, **bound) -> Pod:
+    """The unsaved next incarnation of a pod of the job `job_id` (the old one is no longer current)."""
     n = pod.incarnation + 1
-    return Pod.objects.create(
-        pod_id=f"{pod.job.job_id}-{pod.role.lower()}-{pod.index}-{n}", job_id=pod.job_id, role=pod.role,
-        index=pod.index, incarnation=n, cpu_m=pod.cpu_m, mem_mib=pod.mem_mib, gpu=pod.gpu, created_at=now, **bound,
-    )
+    return Pod(pod_id=f"{job_id}-{pod.role.lower()}-{pod.index}-{n}", job_id=pod.job_id, role=pod.role,
+               index=pod.index, incarnation=n, cpu_m=pod.cpu_m, mem_mib=pod.mem_mib, gpu=pod.gpu, created_at=now,
+               **bound)
 
 
 def _restart_pod_in_place(job: Job, pod: Pod, now: datetime) -> bool:

@@ -83,10 +83,11 @@ def cluster(db):
     return team, quota, spec
 
 
-def bound_jobs(cluster, cycle, shapes: list[int]) -> list:
-    """One job of `cluster` per shape (its pod count), all bound by one cycle at T0 - 1 minute."""
+def bound_jobs(cluster, cycle, shapes: list[int], **submit) -> list:
+    """One job of `cluster` per shape (its pod count), all bound by one cycle at T0 - 1 minute;
+    `submit`: more arguments of harness.submit."""
     team, quota, spec = cluster
-    jobs = [harness.submit(team, quota, spec, duration_s=1, pods=n) for n in shapes]
+    jobs = [harness.submit(team, quota, spec, duration_s=1, pods=n, **submit) for n in shapes]
     cycle(T0 - timedelta(minutes=1))
     for job in jobs:
         job.refresh_from_db()

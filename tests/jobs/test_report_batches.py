@@ -5,14 +5,14 @@ from datetime import timedelta
 
 from django.db import transaction
 
-from jobs import lifecycle
+from jobs import dispatch, lifecycle
 from jobs.lifecycle import apply_report, apply_reports
-from jobs.models import Pod
+from jobs.models import Job, Pod
 from tests.jobs.conftest import T0, bound_jobs, report
 
 
 def pods_of(job) -> list[Pod]:
-    return list(job.pods.order_by("index"))
+    return list(job.pods.order_by("index", "incarnation"))
 
 
 # Each scenario: (pod count, reports as (pod index, status, exit code, seconds after T0)).
@@ -52,8 +52,10 @@ def outcome(job) -> dict:
 def normalized(value, job):
     """Pod and node names differ between two jobs; compare the rest."""
     text = repr(value)
-    for pod in pods_of(job):
-        text = text.replace(pod.pod_id, f"pod{pod.index}").replace(pod.node.name, f"node-of-pod{pod.index}")
+    for pod in pods_of(job)[::-1]:  # a later incarnation's id begins with the first's
+        text = text.replace(pod.pod_id, f"pod{pod.index}-{pod.incarnation}")
+        if pod.node is not None:  # a new incarnation waits unbound
+            text = text.replace(pod.node.name, f"node-of-pod{pod.index}")
     return text.replace(job.job_id, "JOB")
 
 
@@ -115,3 +117,73 @@ def test_a_rejected_report_in_a_batch_drops_only_itself(cluster, cycle):
 
     assert apply_reports(raws, T0) == 1
     assert [outcome(job)["job"][0] for job in (first, second)] == ["Running", "EnvPreparing"]
+
+
+# Preempted jobs with fault tolerance on: (pod count, the pods stopped and the stop's reason,
+# reports as above, the job's preemption restart limit).
+PREEMPTED = [
+    (1, [0], dispatch.PREEMPTED, [(0, "Failed", 137, 1)], None),  # re-queued in the batch
+    (2, [0, 1], dispatch.PREEMPTED, [(0, "Failed", 137, 1), (1, "Failed", 137, 2)], None),  # the whole gang
+    (1, [0], dispatch.SPOT_RELEASED, [(0, "Failed", 137, 1)], None),
+    (1, [0], dispatch.PREEMPTED, [(0, "Succeeded", 0, 1)], None),  # it ended as the stop came: evicted all the same
+    (1, [0], dispatch.PREEMPTED, [(0, "Failed", 137, 1), (0, "Failed", 137, 1)], None),  # a duplicate
+    (2, [0, 1], dispatch.PREEMPTED, [(1, "Failed", 137, 1)], None),  # one of two: Restarting, one at a time
+    (2, [0], dispatch.PREEMPTED, [(0, "Failed", 137, 1)], None),  # the other pod is stopped for the restart
+    (1, [0], dispatch.PREEMPTED, [(0, "Running", None, 1), (0, "Failed", 137, 2)], None),
+    (1, [0], dispatch.PREEMPTED, [(0, "Failed", 137, 1)], 0),  # the limit is reached: the job fails
+]
+
+
+def preempted_jobs(cluster, cycle) -> list:
+    jobs = bound_jobs(cluster, cycle, [n for n, *_ in PREEMPTED], restart_on_preemption=True)
+    for job, (_, stopped, reason, _, limit) in zip(jobs, PREEMPTED):
+        Job.objects.filter(pk=job.pk).update(ft_max_preemption_restarts=limit)
+        pods = pods_of(job)
+        dispatch.stop_many([dispatch.Stop(pods[i].pod_id, reason, "reclaimed by quota q", 0) for i in stopped],
+                           event="Resource Preempted")
+    return jobs
+
+
+def restarted(job) -> dict:
+    """outcome, and what a restart changes: the pods' incarnations, the restart records and counts."""
+    job.refresh_from_db()
+    return {**outcome(job), "restarts": (job.restart_count, job.preemption_restart_count, list(
+                job.restarts.values_list("cause", "message", "counted", "at", "running_again_at"))),
+            # the first incarnation was created at its submission, the others at the requeue
+            "incarnations": [(p.pod_id, p.incarnation, p.current, p.node_id is None, p.incarnation and p.created_at)
+                             for p in pods_of(job)]}
+
+
+def test_a_batch_of_preempted_jobs_ends_where_the_reports_one_at_a_time_end(cluster, cycle,
+                                                                            django_capture_on_commit_callbacks):
+    batched, alone = preempted_jobs(cluster, cycle), preempted_jobs(cluster, cycle)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        apply_reports([r for job, (*_, steps, _) in zip(batched, PREEMPTED) for r in raw_reports(job, steps)], T0)
+    for job, (*_, steps, _) in zip(alone, PREEMPTED):
+        for raw in raw_reports(job, steps):
+            with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+                apply_report(raw, T0)
+
+    for n, (a, b) in enumerate(zip(batched, alone)):
+        assert normalized(restarted(a), a) == normalized(restarted(b), b), f"scenario {n}"
+    assert [restarted(job)["job"][0] for job in batched] == [
+        "Queuing", "Queuing", "Queuing", "Queuing", "Queuing", "Restarting", "Restarting", "Queuing", "Failed"]
+
+
+def test_a_batch_requeues_ten_preempted_jobs_or_forty_in_the_same_few_statements(cluster, cycle,
+                                                                              django_assert_max_num_queries):
+    jobs = bound_jobs(cluster, cycle, [1] * 10 + [2] * 15 + [1] * 25, restart_on_preemption=True)
+    dispatch.stop_many([dispatch.Stop(p.pod_id, dispatch.PREEMPTED, "reclaimed", 0) for job in jobs
+                        for p in pods_of(job)], event="Resource Preempted")
+
+    def ended(batch):
+        return [r for job in batch for r in raw_reports(job, [(i, "Failed", 137, 1) for i in range(job.pods.count())])]
+
+    few, many = ended(jobs[:10]), ended(jobs[10:])
+    with django_assert_max_num_queries(14):
+        assert apply_reports(few, T0) == 10
+    with django_assert_max_num_queries(14):
+        assert apply_reports(many, T0) == 55
+    assert {restarted(job)["job"][0] for job in jobs} == {"Queuing"}
+    assert {restarted(job)["restarts"][1] for job in jobs} == {1}

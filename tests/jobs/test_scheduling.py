@@ -1,5 +1,7 @@
 from datetime import timedelta
 
+import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.models import Job, JobEvent, Pod, PodEvent
@@ -413,9 +415,6 @@ def test_a_refresh_rewrites_a_deep_position_once_it_moved_by_more_than_a_tenth(
 
 
 def test_a_cycle_whose_pods_changed_since_its_snapshot_rolls_back_and_binds_nothing(bob):
-    import pytest
-    from django.db import transaction
-
     import scheduler as s
     from jobs import scheduling
 
@@ -485,3 +484,57 @@ def test_a_cycle_admits_any_number_of_jobs_in_the_same_number_of_queries(bob, cy
 
     queries_of_a_cycle_admitting(1)
     assert queries_of_a_cycle_admitting(1) == queries_of_a_cycle_admitting(2)
+
+
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's index and its dead entries")
+def test_a_cycle_leaves_the_entries_of_ended_pods_in_the_live_pods_index_marked_dead(transactional_db):
+    """The live pods' partial index keeps an ended pod's entry until VACUUM; the cycle reads it with
+    a plain index scan, which marks such entries dead, so that the next reads skip them
+    (jobs/scheduling.py _plain_index_scans). A bitmap scan, the planner's own choice, never does."""
+    from bench import harness
+    from jobs import scheduling
+
+    team = harness.make_team("dead")
+    spec = harness.make_spec("sim.1gpu", 1)
+    quota = harness.make_quota(team, "dead")
+    node = Node.objects.get(name=harness.make_nodes(quota, spec, 1, "dead")[0])
+    job = harness.submit(team, quota, spec, duration_s=1)
+    Pod.objects.bulk_create(Pod(pod_id=f"dead-{i}", job=job, role="Worker", index=i, node=node, status="Running")
+                            for i in range(1, 2001))
+    dead = Pod.objects.filter(pod_id__startswith="dead-")
+    dead.filter(index__gt=100).update(status="Succeeded")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_pod")  # statistics from while a few pods ran, as in a busy cluster
+    dead.update(status="Succeeded")  # committed: dead to every transaction
+    sql, params = scheduling._live_pods().query.sql_with_params()
+
+    def index_entries() -> int:
+        """The entries a bitmap scan of the index, which marks nothing, finds for the live pods."""
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_indexscan = off")
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+            found = []
+
+            def walk(node):
+                if node.get("Index Name") == "pod_live_bound":
+                    found.append(node["Actual Rows"])
+                for child in node.get("Plans", ()):
+                    walk(child)
+            walk(cursor.fetchone()[0][0]["Plan"])
+            return found[0]
+
+    assert index_entries() == 2000  # every ended pod's entry, read again
+    with connection.cursor() as cursor:
+        # The planner's costs as bench/kueue_baseline.py's tables had them: it chose a bitmap scan.
+        cursor.execute("SET random_page_cost = 100")
+        try:
+            assert scheduling._running_pods() == ()
+        finally:
+            cursor.execute("RESET random_page_cost")
+    assert index_entries() == 0
+    with connection.cursor() as cursor:  # the settings ended with the read
+        cursor.execute("SELECT current_setting('enable_bitmapscan'), current_setting('enable_seqscan')")
+        assert cursor.fetchone() == ("on", "on")

@@ -228,9 +228,11 @@ def test_a_cycle_builds_no_reason_for_a_job_deep_in_its_queue_that_it_would_not_
     assert [Job.objects.get(pk=j.pk).queue_position for j in jobs] == [1, 2, 3, 4, 5]
 
 
-def test_a_cycle_followed_at_once_by_another_leaves_the_reasons_to_it_for_at_most_a_second(
+def test_a_cycle_followed_at_once_by_another_leaves_the_reasons_to_it_for_a_while(
         bob, django_capture_on_commit_callbacks):
     from jobs import scheduling
+
+    limit = scheduling.REASONS_DEFER_MAX_S
 
     def cycle_at(seconds, next_at_once):
         with django_capture_on_commit_callbacks(execute=True):
@@ -247,9 +249,9 @@ def test_a_cycle_followed_at_once_by_another_leaves_the_reasons_to_it_for_at_mos
     cycle_at(0.6, False)  # the task rests after this one: written
     assert "nlp-team" in reason(waits)
     later = create_job(bob, make_request())
-    cycle_at(1.5, True)
+    cycle_at(0.5 + limit, True)
     assert reason(later) == ""
-    cycle_at(1.6, True)  # a second since the last write: written though the next follows at once
+    cycle_at(0.6 + limit, True)  # the limit since the last write: written though the next follows at once
     assert "nlp-team" in reason(later)
 
 

@@ -75,7 +75,7 @@ def start_messages(job: Job) -> list[Message]:
 
 
 @dataclass(frozen=True)
-class _BoundPod:
+class BoundPod:
     """What a start message says of a pod and its node: values, not models (a busy cycle
     starts hundreds of pods, and loading them as models was a fifth of its time)."""
 
@@ -96,18 +96,20 @@ def start_messages_for(jobs: list[Job]) -> list[Message]:
     for job_id, role, command in JobSpec.objects.filter(job_id__in=by_pk).order_by("pk").values_list(
             "job_id", "role", "command"):
         roles[job_id].append((role, command))
-    pods: dict[int, list[_BoundPod]] = {pk: [] for pk in by_pk}
+    pods: dict[int, list[BoundPod]] = {pk: [] for pk in by_pk}
     for job_id, *fields in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).values_list(
             "job_id", "pod_id", "role", "index", "incarnation", "gpu_indices", "node__name", "node__hostname",
             "node__executor"):
-        pods[job_id].append(_BoundPod(*fields))
+        pods[job_id].append(BoundPod(*fields))
     messages = []
     for pk, job in by_pk.items():
-        messages += _gang_start(job, pods[pk], roles[pk])
+        messages += gang_start(job, pods[pk], roles[pk])
     return messages
 
 
-def _gang_start(job: Job, pods: list[_BoundPod], roles: list[tuple[str, str]]) -> list[Message]:
+def gang_start(job: Job, pods: list[BoundPod], roles: list[tuple[str, str]]) -> list[Message]:
+    """The start messages of a job's bound current pods (all of them), given its roles in order
+    with their commands: ranks follow the roles' order, then the pods' index."""
     order = {role: n for n, (role, _) in enumerate(roles)}
     pods = sorted(pods, key=lambda p: (order.get(p.role, len(order)), p.index))
     if not pods:
@@ -121,7 +123,7 @@ def _gang_start(job: Job, pods: list[_BoundPod], roles: list[tuple[str, str]]) -
     ]
 
 
-def start_payload(job: Job, pod: _BoundPod, rank: int, world_size: int, master_addr: str, role_command: str
+def start_payload(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str, role_command: str
                   ) -> dict:
     return {
         "pod_id": pod.pod_id, "job_id": job.job_id, "node": pod.node, "role": pod.role,
@@ -133,7 +135,7 @@ def start_payload(job: Job, pod: _BoundPod, rank: int, world_size: int, master_a
     }
 
 
-def pod_env(job: Job, pod: _BoundPod, rank: int, world_size: int, master_addr: str) -> dict[str, str]:
+def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str) -> dict[str, str]:
     gpus = ",".join(str(g) for g in pod.gpu_indices)
     # The platform's variables win over the job's envs of the same name.
     return {

@@ -86,12 +86,21 @@ class _Stored(NamedTuple):
     at: datetime
 
 
+class WaitingPod(NamedTuple):
+    """An unplaced pod of a waiting job, as much as the cycle binds and starts it by."""
+
+    pk: int
+    pod_id: str
+    incarnation: int
+
+
 @dataclass(eq=False)
 class _Entry:
     pk: int
     version: tuple[str, str]  # (job id, modified_at as text): a reused pk cannot match
     job: s.PendingJob | None  # None: no pod waits to be placed
-    pods: dict[tuple[str, int], int] = field(default_factory=dict)  # (role, index) -> pod pk
+    pods: dict[tuple[str, int], WaitingPod] = field(default_factory=dict)  # by (role, index)
+    roles: tuple[tuple[str, str], ...] = ()  # (role, command) in the job's order of roles
     stored: _Stored | None = None
     # The job's quota queue and its order in it (scheduler.plan.queue_of, job_order), once per
     # version: _Queues keeps every queue in this order. queue is None for a job that is not planned
@@ -260,8 +269,14 @@ class WaitingJobs:
 
     def pod_pks(self, job_id: str) -> dict[tuple[str, int], int]:
         """(role, index) -> pk of the job's unplaced pods, as the last read() saw them."""
+        return {key: pod.pk for key, pod in self.unplaced(job_id)[0].items()}
+
+    def unplaced(self, job_id: str) -> tuple[dict[tuple[str, int], WaitingPod], tuple[tuple[str, str], ...]]:
+        """The job's unplaced pods by (role, index), and its roles with their commands, as the last
+        read() saw them: what the cycle binds (the bind checks that each pod is still current and
+        unplaced) and starts, without reading them again."""
         entry = self._by_job_id.get(job_id)
-        return entry.pods if entry is not None else {}
+        return (entry.pods, entry.roles) if entry is not None else ({}, ())
 
 
 class _Queues:
@@ -390,20 +405,23 @@ def _read_details(pks: list[int]) -> list[_Entry]:
         "pk", "job_id", Cast("modified_at", TextField()), "requeued_at", "submitted_at", "created_at", "quota__name",
         "workspace_id", "oversold_type", "priority", "source")
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
-    for job, role, itype, limit, discount, on_demand in JobSpec.objects.filter(job_id__in=pks).values_list(
-            "job_id", "role", "spec__instance_type", "spot_price_limit", "spot_discount_limit",
-            "spec__on_demand_price_per_minute"):
+    roles: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for job, role, itype, limit, discount, on_demand, command in JobSpec.objects.filter(job_id__in=pks).order_by(
+            "pk").values_list("job_id", "role", "spec__instance_type", "spot_price_limit", "spot_discount_limit",
+                              "spec__on_demand_price_per_minute", "command"):
         specs[job][role] = (itype, JobSpec.bid(limit, discount, on_demand))
+        roles[job].append((role, command))
     pods: dict[int, list[s.PodRequest]] = defaultdict(list)
-    pod_pks: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
-    for pk, job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
+    unplaced: dict[int, dict[tuple[str, int], WaitingPod]] = defaultdict(dict)
+    for pk, job, role, index, gpu, cpu_m, mem_mib, pod_id, incarnation in Pod.objects.filter(
             job_id__in=pks, current=True, node__isnull=True, status=PodStatus.PENDING,
-    ).order_by("role", "index").values_list("pk", "job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
+    ).order_by("role", "index").values_list("pk", "job_id", "role", "index", "gpu", "cpu_m", "mem_mib", "pod_id",
+                                            "incarnation"):
         itype = specs[job][role][0] if role in specs[job] else None
         pods[job].append(s.PodRequest(role, index, s.Resources(gpu, cpu_m, mem_mib), itype))
-        pod_pks[job][role, index] = pk
+        unplaced[job][role, index] = WaitingPod(pk, pod_id, incarnation)
     return [_Entry(row[0], (row[1], row[2]), _pending_job(row, specs[row[0]], pods[row[0]]) if pods[row[0]] else None,
-                   pod_pks[row[0]])
+                   unplaced[row[0]], tuple(roles[row[0]]))
             for row in jobs]
 
 

@@ -540,3 +540,23 @@ def test_a_cycle_leaves_the_entries_of_ended_pods_in_the_live_pods_index_marked_
     with connection.cursor() as cursor:  # the settings ended with the read
         cursor.execute("SELECT current_setting('enable_bitmapscan'), current_setting('enable_seqscan')")
         assert cursor.fetchone() == ("on", "on")
+
+
+def test_the_cycle_starts_a_gang_as_its_rows_say_without_reading_them_back(bob, cycle, sent):
+    """The start messages are built from the waiting jobs the cycle read (jobs/scheduling.py
+    _admit_all); they are the ones dispatch.start_messages_for reads from the bound rows."""
+    from jobs import dispatch
+    from jobs.services import RoleRequest
+
+    V100 = "ecs.gn6v-c8g1.16xlarge"
+    job = create_job(bob, make_request(envs={"LR": "0.1"}, roles=[
+        RoleRequest(role="Worker", pod_count=1, instance_type=V100, image="pytorch:2.5", command="python worker.py"),
+        RoleRequest(role="Master", pod_count=1, instance_type=V100, image="pytorch:2.5")]))
+    cycle()
+
+    job.refresh_from_db()
+    assert job.status == "EnvPreparing"
+    started = [m for m in sent if m.task == dispatch.START_POD]
+    assert started == dispatch.start_messages_for([job])
+    assert [(m.payload["role"], m.payload["env"]["RANK"], m.payload["command"]) for m in started] == [
+        ("Worker", "0", "python worker.py"), ("Master", "1", "python train.py")]

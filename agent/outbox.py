@@ -2,7 +2,9 @@
 
 Executors call `put("jobs.pod_reports", {...})` from any thread; the sender thread sends each task's
 items as one list argument every `flush_s` seconds, or sooner when `max_batch` items wait, so a
-simulated agent finishing thousands of pods sends a few dozen messages, not thousands.
+simulated agent finishing thousands of pods sends a few dozen messages, not thousands. An urgent
+report (the end of a pod the platform stopped: a preempting job waits for its GPUs, a user for the
+stop) is sent at once, with whatever waits to go before it; those are few.
 """
 
 import logging
@@ -40,6 +42,7 @@ class Outbox:
         self._items: dict[str, list] = {}
         self._cond = threading.Condition()
         self._closed = False
+        self._urgent = False
         self._thread = threading.Thread(target=self._run, name="agent-outbox", daemon=True)
         self._thread.start()
 
@@ -50,11 +53,17 @@ class Outbox:
             if len(waiting) >= self.max_batch:
                 self._cond.notify()
 
-    def report(self, pod_id: str, status: str, *, exit_code=None, reason: str = "", message: str = "") -> None:
+    def report(self, pod_id: str, status: str, *, exit_code=None, reason: str = "", message: str = "",
+               urgent: bool = False) -> None:
+        """A pod's status; urgent: send it now, not at the next flush (see the module docstring)."""
         self.put("jobs.pod_reports", {
             "pod_id": pod_id, "status": status, "exit_code": exit_code, "at": utcnow_iso(),
             "reason": reason, "message": message,
         })
+        if urgent:
+            with self._cond:
+                self._urgent = True
+                self._cond.notify()
 
     def flush(self) -> None:
         """Send everything waiting now, from the calling thread."""
@@ -72,10 +81,10 @@ class Outbox:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._closed or self._full(), timeout=self.flush_s)
+                self._cond.wait_for(lambda: self._closed or self._urgent or self._full(), timeout=self.flush_s)
                 if self._closed:
                     return
-                items, self._items = self._items, {}
+                items, self._items, self._urgent = self._items, {}, False
             if not self._send_all(items):
                 with self._cond:  # back off while the broker is unreachable
                     self._cond.wait_for(lambda: self._closed, timeout=1.0)

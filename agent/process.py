@@ -106,7 +106,8 @@ class ProcessExecutor:
                 if pod_id not in self._ended:
                     # Stopped before it started here: make sure a late start is ignored.
                     self._ended.append(pod_id)
-                    self.outbox.report(pod_id, "Failed", reason=reason, message="stopped before it started")
+                    self.outbox.report(pod_id, "Failed", reason=reason, message="stopped before it started",
+                                       urgent=True)
                 return
             if pod.stop_reason:
                 return
@@ -172,7 +173,7 @@ class ProcessExecutor:
             self._save_state()
         if pod.stop_reason:
             self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason=pod.stop_reason,
-                               message=f"stopped ({pod.stop_reason}); exit code {code}")
+                               message=f"stopped ({pod.stop_reason}); exit code {code}", urgent=True)
         elif code == 0:
             self.outbox.report(pod.pod_id, "Succeeded", exit_code=0)
         else:

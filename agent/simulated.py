@@ -73,7 +73,7 @@ class SimulatedExecutor:
         with self._cond:
             pod = self.pods.get(pod_id)
             if pod is None:
-                self.outbox.report(pod_id, "Failed", reason=reason, message="stopped before it started")
+                self.outbox.report(pod_id, "Failed", reason=reason, message="stopped before it started", urgent=True)
                 return
             if pod.stop_reason:
                 return
@@ -123,7 +123,7 @@ class SimulatedExecutor:
             del self.pods[pod_id]
         if pod.stop_reason:
             self.outbox.report(pod_id, "Failed", exit_code=137, reason=pod.stop_reason,
-                               message=f"stopped ({pod.stop_reason})")
+                               message=f"stopped ({pod.stop_reason})", urgent=True)
         elif pod.exit_code:
             self.outbox.report(pod_id, "Failed", exit_code=pod.exit_code, reason="Error",
                                message=f"simulated exit code {pod.exit_code}")

@@ -33,3 +33,17 @@ def test_it_keeps_what_it_could_not_send_and_sends_it_later_in_order():
     outbox.close()
     assert [r["status"] for r in recorder.reports("p")] == ["Running", "Succeeded"]
     assert recorder.items("jobs.pod_logs") == [{"pod_id": "p", "offset": 0, "text": "x"}]
+
+
+def test_an_urgent_report_goes_at_once_with_what_waited_before_it():
+    recorder = Recorder()
+    outbox = Outbox(recorder, flush_s=30)  # no timed flush within the test
+    outbox.report("p", "Running")
+    outbox.put("jobs.pod_logs", {"pod_id": "q", "offset": 0, "text": "last line\n"})
+    outbox.report("q", "Failed", exit_code=137, reason="Preempted", urgent=True)
+    wait_for(lambda: len(recorder.sent) == 2, timeout=5)
+    assert [name for name, _ in recorder.sent] == ["jobs.pod_logs", "jobs.pod_reports"]
+    assert [(r["pod_id"], r["status"]) for r in recorder.items("jobs.pod_reports")] == [("p", "Running"), ("q", "Failed")]
+    outbox.report("p", "Succeeded", exit_code=0)  # not urgent: it waits for the next flush
+    outbox.close()
+    assert [r["status"] for r in recorder.reports("p")] == ["Running", "Succeeded"]

@@ -71,3 +71,17 @@ def test_thousands_of_simulated_pods_end_in_a_few_batched_messages(executor, rec
     assert max(len(b) for b in batches) <= 200
     assert len(batches) < 200  # 6000 reports
     assert executor.running_pod_ids() == []
+
+
+def test_a_stopped_pods_end_is_reported_at_once_not_at_the_next_flush(recorder):
+    outbox = Outbox(recorder, flush_s=30)  # no timed flush within the test
+    ex = SimulatedExecutor(outbox)
+    ex.run()
+    try:
+        ex.start(sim_pod("s-urgent", SIM_DURATION_S=30))
+        ex.stop("s-urgent", "Preempted", 30)
+        report = wait_for(lambda: recorder.final_report("s-urgent"), timeout=5)
+        assert (report["status"], report["reason"]) == ("Failed", "Preempted")
+    finally:
+        ex.close()
+        outbox.close()

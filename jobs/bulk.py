@@ -115,12 +115,17 @@ def transition(job: Job, target: str, *, reason: str, message: str, at: datetime
     return Transition(job, previous, target, reason, message, at)
 
 
-def record(transitions: list[Transition]) -> None:
-    """The status history and event Job.transition writes, for many transitions in two inserts."""
-    insert_many(StatusTransition, ("job", "previous", "status", "reason", "message", "at"),
-                [(t.job.pk, t.previous, t.status, t.reason, t.message, t.at) for t in transitions])
-    insert_many(JobEvent, ("job", "at", "type", "reason", "message"),
-                [(t.job.pk, t.at, _event_type(t), _event_reason(t), _event_message(t)) for t in transitions])
+def record(transitions: list[Transition], *more: Insert) -> None:
+    """The status history and event Job.transition writes, for many transitions, and `more` rows
+    (insert_rows), in one statement on PostgreSQL."""
+    insert_rows(*history_inserts(transitions), *more)
+
+
+def history_inserts(transitions: list[Transition]) -> tuple[Insert, Insert]:
+    return (Insert(StatusTransition, ("job", "previous", "status", "reason", "message", "at"),
+                   [(t.job.pk, t.previous, t.status, t.reason, t.message, t.at) for t in transitions]),
+            Insert(JobEvent, ("job", "at", "type", "reason", "message"),
+                   [(t.job.pk, t.at, _event_type(t), _event_reason(t), _event_message(t)) for t in transitions]))
 
 
 def history_rows(transitions: list[Transition]) -> tuple[list[StatusTransition], list[JobEvent]]:
@@ -144,27 +149,47 @@ def _event_message(t: Transition) -> str:
     return t.message or f"Job status changed from {t.previous} to {t.status}"
 
 
-def insert_many(model, columns: tuple[str, ...], rows: list[tuple]) -> None:
-    """INSERT rows of these columns (field names) into model's table, without model instances.
+@dataclass(frozen=True)
+class Insert:
+    """Rows of these columns (field names) for model's table (insert_rows)."""
 
-    PostgreSQL: one statement, the rows one JSON array (`_json_rows`, as update_many). The ORM's
-    bulk_create compiled a placeholder and prepared every value through its field: most of
-    recording the history of a cycle's 600 admissions (bench/cycle_profile.py). SQLite: one plain
-    statement run per row. Values are prepared by the model's fields.
+    model: type
+    columns: tuple[str, ...]
+    rows: list[tuple]
+
+
+def insert_rows(*inserts: Insert) -> None:
+    """INSERT each Insert's rows, without model instances.
+
+    PostgreSQL: one statement for all of them (each but the last a data-modifying WITH query),
+    each table's rows one JSON array (`_json_rows`, as update_many). The ORM's bulk_create
+    compiled a placeholder and prepared every value through its field: most of recording the
+    history of a cycle's 600 admissions (bench/cycle_profile.py); and one statement a table was
+    three round trips of each batch of pod reports. SQLite: one plain statement run per row.
+    Values are prepared by the models' fields.
     """
-    if not rows:
+    inserts = [i for i in inserts if i.rows]
+    if not inserts:
         return
-    meta, q = model._meta, connection.ops.quote_name
-    fields = [meta.get_field(name) for name in columns]
-    names = ", ".join(q(f.column) for f in fields)
+    q = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            payload, source = _json_rows(fields, rows)
-            cursor.execute(f"INSERT INTO {q(meta.db_table)} ({names}) SELECT * FROM {source}", [payload])
-        else:
+            statements, params = [], []
+            for i in inserts:
+                fields = [i.model._meta.get_field(name) for name in i.columns]
+                payload, source = _json_rows(fields, i.rows)
+                statements.append(f"INSERT INTO {q(i.model._meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "
+                                  f"SELECT * FROM {source}")
+                params.append(payload)
+            with_queries = ", ".join(f"i{n} AS ({sql})" for n, sql in enumerate(statements[:-1]))
+            cursor.execute((f"WITH {with_queries} " if with_queries else "") + statements[-1], params)
+            return
+        for i in inserts:
+            fields = [i.model._meta.get_field(name) for name in i.columns]
             prepare = [_preparer(f) for f in fields]
-            cursor.executemany(f"INSERT INTO {q(meta.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(fields))})",
-                               [[p(v) for p, v in zip(prepare, row)] for row in rows])
+            cursor.executemany(f"INSERT INTO {q(i.model._meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "
+                               f"VALUES ({', '.join(['%s'] * len(fields))})",
+                               [[p(v) for p, v in zip(prepare, row)] for row in i.rows])
 
 
 def insert_family(parent: models.Model, children: Iterable[models.Model]) -> None:

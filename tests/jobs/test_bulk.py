@@ -74,3 +74,27 @@ def test_the_statement_is_built_once_for_a_set_of_models_and_a_second_family_sti
     assert bulk._family_statement.cache_info().misses == 1
     assert sorted(Pod.objects.filter(job=job).values_list("pod_id", flat=True)) == ["p-2", "p-3", "p-4"]
     assert list(Pod.objects.filter(job=first).order_by("index").values_list("pod_id", flat=True)) == ["p-0", "p-1"]
+
+
+def test_rows_of_several_tables_go_in_one_statement_on_postgresql_as_given(bob):
+    """bulk.insert_rows (the history of a batch of reports with its pod events, and of a cycle)."""
+    from jobs.models import PodEvent
+
+    job, children = family(bob)
+    bulk.insert_family(job, children)
+    pod = Pod.objects.filter(job=job).order_by("index").first()
+    now = timezone.now()
+    steps = [bulk.Transition(job, "Queuing", "EnvPreparing", "JobAdmitted", "admitted", now),
+             bulk.Transition(job, "EnvPreparing", "Running", "JobRunning", "", now)]
+    events = bulk.Insert(PodEvent, ("pod", "at", "type", "reason", "message"),
+                         [(pod.pk, now, "Normal", "Started", "Pod running on n1"), (pod.pk, now, "Normal", "X", "ü")])
+    with CaptureQueriesContext(connection) as statements:
+        bulk.record(steps, events, bulk.Insert(PodEvent, ("pod",), []))  # an empty one is left out
+    writes = [q["sql"] for q in statements.captured_queries if q["sql"].startswith(("INSERT", "WITH"))]
+    assert len(writes) == (1 if connection.vendor == "postgresql" else 3)
+    assert list(job.status_history.filter(previous="Queuing").values_list("status", "reason")) == [
+        ("EnvPreparing", "JobAdmitted")]
+    assert list(job.events.filter(at=now).order_by("pk").values_list("reason", "message")) == [
+        ("JobAdmitted", "admitted"), ("JobRunning", "Job status changed from EnvPreparing to Running")]
+    assert list(pod.events.order_by("pk").values_list("reason", "message")) == [
+        ("Started", "Pod running on n1"), ("X", "ü")]

@@ -107,20 +107,21 @@ class _PodChanged(Exception):
 
 def _apply_batch(reports: list[dict], now) -> int:
     parsed = [Report.parse(raw, now) for raw in reports]
-    found = dict(Pod.objects.filter(pod_id__in={r.pod_id for r in parsed}).values_list("pod_id", "job_id"))
     # Every job row of the batch is locked first, in pk order like every writer, and only then are
     # their pods read: the same order as one report at a time, so no deadlock with a cycle or a stop.
-    jobs = {j.pk: j for j in Job.objects.select_for_update().filter(pk__in=set(found.values())).order_by("pk")
+    reported = Pod.objects.filter(pod_id__in={r.pod_id for r in parsed}).values("job_id")
+    jobs = {j.pk: j for j in Job.objects.select_for_update().filter(pk__in=reported).order_by("pk")
             .only(*_Batch.JOB_FIELDS)}
+    pods: dict[int, list[Pod]] = {pk: [] for pk in jobs}
+    for pod in Pod.objects.select_related("node").filter(job_id__in=jobs).only(*_Batch.POD_FIELDS):
+        pods[pod.job_id].append(pod)
+    found = {pod.pod_id: job for job, job_pods in pods.items() for pod in job_pods}
     by_job: dict[int, list[Report]] = {}
     for report in parsed:
         if report.pod_id in found:
             by_job.setdefault(found[report.pod_id], []).append(report)
         else:
             log.warning("pod report for unknown pod %s", report.pod_id)
-    pods: dict[int, list[Pod]] = {pk: [] for pk in by_job}
-    for pod in Pod.objects.select_related("node").filter(job_id__in=by_job).only(*_Batch.POD_FIELDS):
-        pods[pod.job_id].append(pod)
     batch, slow = _Batch(), []
     for job_pk, job_reports in by_job.items():
         job, job_pods = jobs[job_pk], pods[job_pk]
@@ -267,8 +268,6 @@ class _Batch:
         if written != len(rows) + len(evicted):
             raise _PodChanged(f"{len(rows) + len(evicted) - written} of {len(rows) + len(evicted)} pods changed "
                               "under the batch")
-        bulk.insert_many(PodEvent, ("pod", "at", "type", "reason", "message"),
-                         [(e.pod.pk, e.at, e.type, e.reason, e.message) for e in self.events])
         moved = {t.job.pk: t.job for t in self.transitions}
         now = timezone.now()
         bulk.update_many(Job, ("status", "reason_code", "reason_message", "running_at", "finished_at", "restart_count",
@@ -277,7 +276,8 @@ class _Batch:
                            j.preemption_restart_count, now, j.pk) for j in moved.values()])
         RestartRecord.objects.bulk_create(self.restarts)
         Pod.objects.bulk_create(self.incarnations)
-        bulk.record(self.transitions)
+        bulk.record(self.transitions, bulk.Insert(PodEvent, ("pod", "at", "type", "reason", "message"),
+                                                  [(e.pod.pk, e.at, e.type, e.reason, e.message) for e in self.events]))
         started = [t for t in self.transitions if t.status == JobStatus.RUNNING]
         for pk in aimaster.awaiting_running([t.job.pk for t in started]):
             aimaster.job_running(moved[pk], next(t.at for t in started if t.job.pk == pk))

@@ -209,13 +209,13 @@ def _plain_index_scans():
         return
     # Nor a scan of the whole table, which a small one gets. For this transaction only (call it in
     # one: an error rolls the settings back with it), and as they were after the statements.
-    settings = ("enable_bitmapscan", "enable_seqscan")
+    scans = ("enable_bitmapscan", "enable_seqscan")
     with connection.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(f"current_setting('{name}'), set_config('{name}', 'off', true)"
-                                             for name in settings))
+                                             for name in scans))
         before = cursor.fetchone()[::2]
         yield
-        cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in settings), before)
+        cursor.execute("SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in scans), before)
 
 
 def _running_pod(row: tuple, bid: tuple[Decimal | None, int] | None) -> s.RunningPod:

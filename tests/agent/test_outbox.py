@@ -47,3 +47,18 @@ def test_an_urgent_report_goes_at_once_with_what_waited_before_it():
     outbox.report("p", "Succeeded", exit_code=0)  # not urgent: it waits for the next flush
     outbox.close()
     assert [r["status"] for r in recorder.reports("p")] == ["Running", "Succeeded"]
+
+
+def test_a_pods_end_goes_within_the_end_window_not_at_the_next_flush():
+    """The end frees GPUs that waiting jobs want; a Running report waits for the flush, but rides along."""
+    recorder = Recorder()
+    outbox = Outbox(recorder, flush_s=30, end_window_s=0.01)  # no timed flush within the test
+    outbox.report("p", "Running")
+    outbox.report("q", "Succeeded", exit_code=0)
+    wait_for(lambda: len(recorder.sent) == 1, timeout=5)
+    assert [(r["pod_id"], r["status"]) for r in recorder.items("jobs.pod_reports")] == [
+        ("p", "Running"), ("q", "Succeeded")]
+    outbox.report("p", "Failed", exit_code=1, reason="Error")
+    wait_for(lambda: len(recorder.sent) == 2, timeout=5)
+    outbox.close()
+    assert [r["status"] for r in recorder.reports("p")] == ["Running", "Failed"]

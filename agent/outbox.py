@@ -7,9 +7,9 @@ simulated agent finishing thousands of pods sends a few dozen messages, not thou
 A pod's end frees its GPUs for the jobs waiting on them, so it goes within `end_window_s` (0.01 s),
 not at the next flush (25 ms later on average): in bench/kueue_baseline.py a GPU's idle time from
 one pod's end to the next pod's binding went from 0.099-0.104 s p50 to 0.070-0.083 s, and the
-window still gathers a burst of ends (a simulated agent's thousand a second) into one message. An urgent report (the end
-of a pod the platform stopped: a preempting job waits for its GPUs, a user for the stop) is sent at
-once, with whatever waits to go before it; those are few.
+window still gathers a burst of ends (a simulated agent's thousand a second) into one message.
+An urgent report (the end of a pod the platform stopped: a preempting job waits for its GPUs, a
+user for the stop) is sent at once, with whatever waits to go before it; those are few.
 """
 
 import logging

@@ -218,6 +218,13 @@ class PodKind(models.TextChoices):
     PAYG = "payg", "pay-as-you-go"
 
 
+class PodQuerySet(models.QuerySet):
+    def holding(self):
+        """The pods that hold capacity on a node: bound and not yet ended. The one definition of it:
+        the scheduler, usage, quotas, nodes and the spot pool all count these."""
+        return self.filter(node__isnull=False, status__in=LIVE_STATUSES)
+
+
 class Pod(models.Model):
     """One process of a job. A restart makes a new incarnation; earlier ones are kept (current=False)."""
 
@@ -245,6 +252,8 @@ class Pod(models.Model):
     bound_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = PodQuerySet.as_manager()
 
     class Meta:
         # job_id, not job: ordering by the job joined jobs_job into every pod query (its created_at)

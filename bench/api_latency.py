@@ -125,8 +125,8 @@ def main() -> None:
     from alibabacloud_tea_openapi.models import Config
     from django.contrib.auth import get_user_model
 
-    from console.models import AccessKey
-    from jobs.api import visible_jobs
+    from api.jobs import visible_jobs
+    from apikit.models import AccessKey
 
     alice = get_user_model().objects.get(username="alice")
     key, secret = AccessKey.issue(alice)

@@ -61,21 +61,23 @@ def timed_cycle(now=None) -> dict:
     from django.db import transaction
     from django.utils import timezone
 
-    import scheduler as s
-    from jobs import scheduling
+    import scheduler
+    from cycle import apply as cycle_apply
+    from cycle import schedule
+    from cycle import tasks as cycle_tasks
 
     now = now or timezone.now()
     gc_clock.reset()
     t = [time.perf_counter()]
     with transaction.atomic():
-        scheduling._serialize_cycles()
-        snapshot = scheduling.build_snapshot(now)
+        schedule.serialize_cycles()
+        snapshot = cycle_tasks.process_cycle.build_snapshot(now)
         t.append(time.perf_counter())
-        decisions = s.plan(snapshot, now)
+        decisions = scheduler.plan(snapshot, now)
         t.append(time.perf_counter())
-        scheduling.apply(decisions, now)  # messages are not sent: no agent here
+        cycle_apply.apply(decisions, now, cycle_tasks.process_cycle.waiting)  # messages are not sent: no agent here
         t.append(time.perf_counter())
-    scheduling.store_wait_reasons(decisions, now)
+    cycle_tasks.process_cycle.store_wait_reasons(decisions, now)
     t.append(time.perf_counter())
     return {"admitted": len(decisions.admissions), "snapshot": t[1] - t[0], "plan": t[2] - t[1],
             "apply": t[3] - t[2], "commit": t[4] - t[3], "total": t[4] - t[0], "gc": gc_clock.seconds,
@@ -139,7 +141,7 @@ def main() -> None:
 
         _tune_gc()  # as the scheduler worker does at start (console/celery.py)
     # The first cycle reads every job afresh; the others are the steady state a busy scheduler
-    # lives in (jobs/waiting.py keeps what it read), and those are profiled.
+    # lives in (cycle/waiting.py keeps what it read), and those are profiled.
     rows = [timed_cycle()]
     profiler = cProfile.Profile()
     for _ in range(args.cycles - 1):

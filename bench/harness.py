@@ -191,7 +191,7 @@ def process_cpu_seconds(pid: int) -> float | None:
 def machine_cpu_seconds() -> tuple[float, float]:
     """(busy, steal) CPU time of the whole machine so far (Linux /proc/stat: busy is all but idle,
     iowait and steal; steal is time a virtual machine's CPUs were given to others)."""
-    from jobs.contention import cpu_seconds
+    from cycle.pacing import cpu_seconds
 
     values = cpu_seconds()
     if values is None:
@@ -226,7 +226,6 @@ def shared_with_test(tmp_path: Path, settings) -> tuple[Path, dict[str, str]]:
 def _purge(queues: tuple[str, ...]) -> None:
     """Messages an earlier run left behind must not reach this run's services."""
     from console.celery import app
-    from jobs import scheduling
 
     with app.connection_for_write() as conn:
         for queue in queues:
@@ -234,7 +233,9 @@ def _purge(queues: tuple[str, ...]) -> None:
                 conn.default_channel.queue_purge(queue)
             except Exception:  # a queue that never existed
                 pass
-    scheduling.clear_request()
+    from jobs import cycle_requests
+
+    cycle_requests.clear_request()
 
 
 def cleanup(var: Path) -> None:

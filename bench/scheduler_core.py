@@ -19,8 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler import (ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node,  # noqa: E402
-                       PendingJob, PodRequest, Quota, Resources, RunningPod, Snapshot, plan)
+from scheduler import (  # noqa: E402
+    ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, PendingJob, PodRequest, Quota, Resources,
+    RunningPod, Snapshot, plan,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 # (instance type, vCPU, GiB, resource type) of 8-GPU nodes.

@@ -2,13 +2,13 @@
 
     python bench/spot_market.py [--seed 7] [--jobs 80] [--capacity 64]
 
-(a) times one day of one-minute ticks (1,440) for 20 instance types through spot.market.step;
+(a) times one day of one-minute ticks (1,440) for 20 instance types through market.engine.step;
 (b) simulates one pool for a day: pay-as-you-go demand in waves, a seeded fleet of spot jobs with
 discount bids 0.1-0.9 and protection periods of 0 or 1 hour. Each minute: pay-as-you-go takes
 inventory first (spot released for shortage, lowest bid first), the market ticks, spot outbid
 outside its protection period is released and re-enters bidding (fault tolerance on, work kept),
 then waiting bids are admitted highest first while the bid holds and stock is WithStock. The fleet
-is billed with spot.billing and compared with the same pod-minutes at the on-demand price.
+is billed with market.billing and compared with the same pod-minutes at the on-demand price.
 Uses only the pure modules; no Django.
 """
 
@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spot.billing import SPOT, PodUsage, PriceSeries, daily_bills  # noqa: E402
-from spot.bids import bid_holds, bid_price  # noqa: E402
-from spot.inventory import WITH_STOCK, spot_shortage, stock_status  # noqa: E402
-from spot.market import PoolObservation, initial_state, market_price, queued_demand, step  # noqa: E402
+from market.bids import bid_holds, bid_price  # noqa: E402
+from market.billing import SPOT, PodUsage, PriceSeries, daily_bills  # noqa: E402
+from market.engine import PoolObservation, initial_state, market_price, queued_demand, step  # noqa: E402
+from market.inventory import WITH_STOCK, spot_shortage, stock_status  # noqa: E402
 
 DAY = 1440
 START = datetime(2026, 3, 2, tzinfo=timezone.utc)

@@ -3,4 +3,5 @@ from django.apps import AppConfig
 
 class ConsoleConfig(AppConfig):
     name = "console"
-    verbose_name = "Console and API access"
+    label = "console_site"  # "console" is the API access tables' label (apikit/apps.py)
+    verbose_name = "Console"

@@ -6,7 +6,9 @@ from decimal import Decimal
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from quotas.models import Executor, Membership, Node, Quota, ResourceSpec, ResourceType, Role, Tenant, Workspace
+from quotas.models import (
+    Executor, Membership, Node, Quota, ResourceSpec, ResourceType, Role, Tenant, Workspace,
+)
 
 DEMO_PASSWORD = "opendlc-demo"
 
@@ -52,7 +54,7 @@ def seed(price_history: bool = True) -> Seeded:
     """Create the demo once. `price_history` backfills a week of spot prices (a few seconds)."""
     if is_seeded():
         return Seeded(created=False)
-    from console.models import AccessKey
+    from apikit.models import AccessKey
 
     tenant = Tenant.objects.create(name="demo")
     users = _users()

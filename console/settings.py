@@ -33,10 +33,12 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     "drf_spectacular",
+    "apikit",
     "console",
     "quotas",
     "jobs",
     "spot",
+    "cycle",
 ]
 
 MIDDLEWARE = [
@@ -133,7 +135,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_DB_REUSE_MAX = 2**62
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_ROUTES = {
-    "jobs.tasks.schedule": {"queue": "scheduler"},
+    "cycle.schedule": {"queue": "scheduler"},
     "jobs.tasks.enforce_max_running_time": {"queue": "scheduler"},
     "jobs.tasks.detect_hangs": {"queue": "scheduler"},
     "jobs.pod_reports": {"queue": "default"},
@@ -165,7 +167,7 @@ def _every(task: str, seconds: float, **options) -> dict:
 
 
 CELERY_BEAT_SCHEDULE = {
-    "schedule-cycle": _every("jobs.tasks.schedule", OPENDLC_SCHEDULE_INTERVAL_S),
+    "schedule-cycle": _every("cycle.schedule", OPENDLC_SCHEDULE_INTERVAL_S),
     "enforce-max-running-time": _every("jobs.tasks.enforce_max_running_time", 30),
     "nodes.reap_lost": _every("nodes.reap_lost", OPENDLC_HEARTBEAT_INTERVAL_S, queue="default"),
     # AIMaster hang detection (jobs/hang.py): intervals are 60 s or more, so a check a minute

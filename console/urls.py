@@ -33,5 +33,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("", include("console.api.urls")),
+    path("", include("api.urls")),
 ]

@@ -42,10 +42,10 @@ from datetime import datetime
 
 from django.db.models import Max
 
-from jobs import bulk, dispatch
+from jobs import dispatch, history
+from jobs.cycle_requests import request_cycle
 from jobs.logs import read_logs
 from jobs.models import FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source
-from jobs.scheduling import request_cycle
 from jobs.states import JobStatus
 from quotas.models import NodeStatus
 
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 Cause = RestartRecord.Cause
 COUNTED = frozenset({Cause.FAILURE, Cause.NODE_LOST, Cause.HANG})
-NODE_LOST = "NodeLost"  # the reason quotas/nodes.py gives a pod of a node without heartbeats
+NODE_LOST = "NodeLost"  # the reason jobs/nodes.py gives a pod of a node without heartbeats
 MAX_RESTARTS_EXCEEDED = "MaxRestartsExceeded"
 MAX_PREEMPTION_RESTARTS_EXCEEDED = "MaxPreemptionRestartsExceeded"
 LOG_TAIL_LINES = 64
@@ -298,7 +298,7 @@ def restart_or_fail(job: Job, config: FtConfig, cause: str, message: str, now: d
     record, step = begin_restart(job, config, cause, message, now)
     record.save()
     job.save()
-    bulk.record([step])
+    history.record([step])
     in_place = cause == Cause.FAILURE and config.run_type == RunType.ASYNCHRONOUS and pod is not None
     if in_place and _restart_pod_in_place(job, pod, now):
         return True
@@ -309,7 +309,7 @@ def restart_or_fail(job: Job, config: FtConfig, cause: str, message: str, now: d
 
 
 def begin_restart(job: Job, config: FtConfig, cause: str, message: str, now: datetime
-                  ) -> tuple[RestartRecord, bulk.Transition]:
+                  ) -> tuple[RestartRecord, history.Transition]:
     """A restart the limit allows, on the instance only: the count, the unsaved record and the
     step to Restarting (save the job, the record, and record the step). lifecycle applies a batch
     of preempted pods' reports with it, many jobs in a few statements."""
@@ -322,7 +322,7 @@ def begin_restart(job: Job, config: FtConfig, cause: str, message: str, now: dat
         label = f"preemption restart {job.preemption_restart_count}"
         label += f" of {config.max_preemption_restarts}" if config.max_preemption_restarts is not None else ""
     record = RestartRecord(job=job, cause=cause, message=message, counted=counted, at=now)
-    return record, bulk.transition(job, JobStatus.RESTARTING, reason=f"Restart{cause}",
+    return record, history.transition(job, JobStatus.RESTARTING, reason=f"Restart{cause}",
                                    message=f"AIMaster {label} ({cause}): {message}", at=now)
 
 
@@ -357,7 +357,7 @@ def fail(job: Job, reason: str, message: str, now: datetime) -> None:
     """Job -> Failed; its live pods are stopped."""
     dispatch.send_on_commit(dispatch.stop_pods(dispatch.live_pods(job), dispatch.STOPPED, f"Job failed: {message}",
                                                job.termination_grace_s))
-    job.transition(JobStatus.FAILED, reason=reason, message=message, now=now)
+    history.change_status(job, JobStatus.FAILED, reason=reason, message=message, now=now)
 
 
 def requeue_when_gone(job: Job, now: datetime) -> bool:
@@ -371,7 +371,7 @@ def requeue_when_gone(job: Job, now: datetime) -> bool:
     for pod in Pod.objects.filter(job=job, current=True).order_by("role", "index"):
         _new_incarnation(pod, now)
     target, step = requeue_step(job)
-    job.transition(target, now=now, **step)
+    history.change_status(job, target, now=now, **step)
     request_cycle()
     return True
 
@@ -404,14 +404,14 @@ def _restart_pod_in_place(job: Job, pod: Pod, now: datetime) -> bool:
     if node is None or node.status != NodeStatus.READY or not _room_for(pod):
         return False
     new = _new_incarnation(pod, now, node=node, gpu_indices=list(pod.gpu_indices), kind=pod.kind, bound_at=now)
-    job.transition(JobStatus.ENV_PREPARING, reason="PodRestarted",
+    history.change_status(job, JobStatus.ENV_PREPARING, reason="PodRestarted",
                    message=f"Pod {new.pod_id} restarts on {node.name}; the other pods keep running", now=now)
     dispatch.send_on_commit([m for m in dispatch.start_messages(job) if m.payload["pod_id"] == new.pod_id])
     return True
 
 
 def _room_for(pod: Pod) -> bool:
-    others = list(Pod.objects.filter(node=pod.node, status__in=dispatch.LIVE_STATUSES).exclude(pk=pod.pk))
+    others = list(Pod.objects.holding().filter(node=pod.node).exclude(pk=pod.pk))
     taken = {g for p in others for g in p.gpu_indices}
     spec = pod.node.spec
     return (not taken & set(pod.gpu_indices)

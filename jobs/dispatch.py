@@ -24,12 +24,12 @@ import zlib
 from dataclasses import dataclass
 from functools import partial
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
-from jobs import bulk
+from dbkit import bulk
 from jobs.models import Job, JobSpec, Pod, PodEvent
-from jobs.states import LIVE_STATUSES
 from quotas.models import Executor, Node
 
 log = logging.getLogger(__name__)
@@ -180,9 +180,8 @@ def stop_many(stops: list[Stop], event: str = "Stopping") -> list[Message]:
     by_id = {s.pod_id: s for s in stops}
     if not by_id:
         return []
-    claimed = list(Pod.objects.select_for_update(of=("self",)).filter(
-        pod_id__in=by_id, node__isnull=False, status__in=LIVE_STATUSES, terminating=False,
-    ).order_by("pk").values_list("pk", "pod_id", "node__name", "node__executor"))
+    claimed = list(Pod.objects.holding().filter(pod_id__in=by_id, terminating=False).locked().values_list(
+        "pk", "pod_id", "node__name", "node__executor"))
     bulk.update_many(Pod, ("terminating", "reason_code", "reason_message"), ("id",),
                      [(True, by_id[pod_id].reason, by_id[pod_id].message, pk) for pk, pod_id, _, _ in claimed])
     PodEvent.objects.bulk_create(
@@ -195,18 +194,16 @@ def stop_many(stops: list[Stop], event: str = "Stopping") -> list[Message]:
 
 
 def live_pods(job: Job):
-    return Pod.objects.filter(job=job, node__isnull=False, status__in=LIVE_STATUSES)
+    return Pod.objects.holding().filter(job=job)
 
 
 def send(messages: list[Message]) -> None:
-    from console.celery import app
-
     for (task, queue), group in itertools.groupby(messages, key=lambda m: (m.task, m.queue)):
         payloads = [m.payload for m in group]
         for start in range(0, len(payloads), MAX_BATCH):
             batch = payloads[start:start + MAX_BATCH]
             try:
-                app.send_task(task, args=[batch], queue=queue)
+                current_app.send_task(task, args=[batch], queue=queue)
             except Exception:  # a broker outage must not lose the rest; the agent's reconcile repairs
                 log.exception("could not send %s for %d pods (%s, ...) to %s", task, len(batch), batch[0]["pod_id"],
                               queue)

@@ -40,8 +40,8 @@ def detect_hangs(now: datetime | None = None) -> list[str]:
     hung = []
     for pk in Job.objects.filter(status=JobStatus.RUNNING, ft_enabled=True).values_list("pk", flat=True):
         with transaction.atomic():
-            # Lock order of every writer: the job row first. Re-read: it may have moved on.
-            job = Job.objects.select_for_update().get(pk=pk)
+            # Re-read under the lock: it may have moved on.
+            job = Job.objects.locked().get(pk=pk)
             if job.status == JobStatus.RUNNING and _restart_if_hung(job, now):
                 hung.append(job.job_id)
     return hung

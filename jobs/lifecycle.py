@@ -27,11 +27,12 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from jobs import aimaster, bulk, dispatch
-from jobs.dispatch import EVICTING_REASONS, LIVE_STATUSES, live_pods
+from dbkit import bulk
+from jobs import aimaster, dispatch, history
+from jobs.cycle_requests import request_cycle
+from jobs.dispatch import EVICTING_REASONS, live_pods
 from jobs.models import Job, Pod, PodEvent, RestartRecord
-from jobs.scheduling import request_cycle
-from jobs.states import FINAL, IllegalTransition, JobStatus, PodStatus, PodSubStatus
+from jobs.states import FINAL, LIVE_STATUSES, IllegalTransition, JobStatus, PodStatus, PodSubStatus
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +108,9 @@ class _PodChanged(Exception):
 
 def _apply_batch(reports: list[dict], now) -> int:
     parsed = [Report.parse(raw, now) for raw in reports]
-    # Every job row of the batch is locked first, in pk order like every writer, and only then are
-    # their pods read: the same order as one report at a time, so no deadlock with a cycle or a stop.
+    # Every job row of the batch is locked before their pods are read (JobQuerySet.locked).
     reported = Pod.objects.filter(pod_id__in={r.pod_id for r in parsed}).values("job_id")
-    jobs = {j.pk: j for j in Job.objects.select_for_update().filter(pk__in=reported).order_by("pk")
-            .only(*_Batch.JOB_FIELDS)}
+    jobs = {j.pk: j for j in Job.objects.filter(pk__in=reported).locked().only(*_Batch.JOB_FIELDS)}
     pods: dict[int, list[Pod]] = {pk: [] for pk in jobs}
     for pod in Pod.objects.select_related("node").filter(job_id__in=jobs).only(*_Batch.POD_FIELDS):
         pods[pod.job_id].append(pod)
@@ -166,7 +165,7 @@ class _Batch:
         self.pods: list[tuple[Pod, str]] = []  # (changed pod, its status as read)
         self.evicted: list[tuple[Pod, str]] = []  # the same, for the pods of re-queued jobs
         self.events: list[PodEvent] = []
-        self.transitions: list[bulk.Transition] = []
+        self.transitions: list[history.Transition] = []
         self.restarts: list[RestartRecord] = []
         self.incarnations: list[Pod] = []
         self.freed = False
@@ -206,10 +205,10 @@ class _Batch:
         ran = [r.at for r in reports if r.status == PodStatus.RUNNING]
         if job.status == JobStatus.ENV_PREPARING and all(s in RAN for s in current):
             # every pod runs (some may have finished before the last Running report came)
-            self.transitions.append(bulk.transition(job, JobStatus.RUNNING, reason="JobRunning",
+            self.transitions.append(history.transition(job, JobStatus.RUNNING, reason="JobRunning",
                                                     message="All pods are running", at=max(ran or [reports[-1].at])))
         if job.status == JobStatus.RUNNING and all(s == PodStatus.SUCCEEDED for s in current):
-            self.transitions.append(bulk.transition(
+            self.transitions.append(history.transition(
                 job, JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded",
                 at=max(r.at for r in reports if r.status == PodStatus.SUCCEEDED)))
 
@@ -247,7 +246,7 @@ class _Batch:
                                                     aimaster.preemption_message(first), began.at)
         target, step = aimaster.requeue_step(job)
         self.restarts.append(record)
-        self.transitions += [restarting, bulk.transition(job, target, at=last.at, **step)]
+        self.transitions += [restarting, history.transition(job, target, at=last.at, **step)]
         self.incarnations += [aimaster.next_incarnation(p, job_id=job.job_id, now=last.at)
                               for p in sorted((p for p in pods if p.current), key=lambda p: (p.role, p.index))]
         self.freed = True
@@ -276,7 +275,7 @@ class _Batch:
                            j.preemption_restart_count, now, j.pk) for j in moved.values()])
         RestartRecord.objects.bulk_create(self.restarts)
         Pod.objects.bulk_create(self.incarnations)
-        bulk.record(self.transitions, bulk.Insert(PodEvent, ("pod", "at", "type", "reason", "message"),
+        history.record(self.transitions, bulk.Insert(PodEvent, ("pod", "at", "type", "reason", "message"),
                                                   [(e.pod.pk, e.at, e.type, e.reason, e.message) for e in self.events]))
         started = [t for t in self.transitions if t.status == JobStatus.RUNNING]
         for pk in aimaster.awaiting_running([t.job.pk for t in started]):
@@ -295,7 +294,7 @@ def apply_report(raw: dict, now=None) -> bool:
         return False
     # Lock the job row first: the reports of one gang serialize here, so the last pod to report
     # Running sees all the others running (on SQLite the IMMEDIATE transaction does the same).
-    job = Job.objects.select_for_update().get(pk=found[1])
+    job = Job.objects.locked().get(pk=found[1])
     pod = Pod.objects.select_related("node").get(pk=found[0])
     return _apply(job, pod, report)
 
@@ -314,7 +313,7 @@ def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
         return False
     _started_event(pod, report).save()
     if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, *RAN):
-        job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
+        history.change_status(job, JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
         aimaster.job_running(job, report.at)
     return True
 
@@ -375,9 +374,9 @@ def _job_after_pod_finished(job: Job, pod: Pod, report: Report) -> None:
         on_pod_failed(job, pod, report)
     elif _all_current(job, PodStatus.SUCCEEDED):
         if job.status == JobStatus.ENV_PREPARING:  # every pod finished before the last Running report
-            job.transition(JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
+            history.change_status(job, JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
             aimaster.job_running(job, report.at)
-        job.transition(JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded", now=report.at)
+        history.change_status(job, JobStatus.SUCCEEDED, reason="JobSucceeded", message="All pods succeeded", now=report.at)
 
 
 def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
@@ -398,7 +397,7 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
     messages = dispatch.stop_pods(live_pods(job), dispatch.STOPPED, f"Job failed: {message}",
                                   job.termination_grace_s)
     dispatch.send_on_commit(messages)
-    job.transition(JobStatus.FAILED, reason=reason, message=message, now=report.at)
+    history.change_status(job, JobStatus.FAILED, reason=reason, message=message, now=report.at)
 
 
 def _all_current(job: Job, *statuses: str) -> bool:
@@ -411,7 +410,7 @@ def _all_current(job: Job, *statuses: str) -> bool:
 def begin_stopping(job: Job, reason: str, message: str, stop_reason: str, now=None) -> None:
     """Job -> Stopping; ask the agents to stop its pods; Stopped at once when none is left."""
     now = now or timezone.now()
-    job.transition(JobStatus.STOPPING, reason=reason, message=message, now=now)
+    history.change_status(job, JobStatus.STOPPING, reason=reason, message=message, now=now)
     dispatch.send_on_commit(dispatch.stop_pods(live_pods(job), stop_reason, message, job.termination_grace_s))
     finish_stopping(job, now)
 
@@ -421,9 +420,9 @@ def finish_stopping(job: Job, now) -> None:
     if job.status != JobStatus.STOPPING or live_pods(job).exists():
         return
     if job.reason_code == MAX_RUNNING_TIME:
-        job.transition(JobStatus.FAILED, reason=MAX_RUNNING_TIME, message=job.reason_message, now=now)
+        history.change_status(job, JobStatus.FAILED, reason=MAX_RUNNING_TIME, message=job.reason_message, now=now)
     else:
-        job.transition(JobStatus.STOPPED, reason=job.reason_code or STOPPED_BY_USER, message=job.reason_message,
+        history.change_status(job, JobStatus.STOPPED, reason=job.reason_code or STOPPED_BY_USER, message=job.reason_message,
                        now=now)
 
 
@@ -438,7 +437,7 @@ def enforce_max_running_time(now=None) -> int:
         if running_at + timedelta(minutes=minutes) > now:
             continue
         with transaction.atomic():
-            job = Job.objects.select_for_update().get(pk=pk)
+            job = Job.objects.locked().get(pk=pk)
             if job.status != JobStatus.RUNNING:  # it ended or stopped meanwhile
                 continue
             begin_stopping(job, MAX_RUNNING_TIME, f"Exceeded the maximum running time of {minutes} minutes",

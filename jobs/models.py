@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
@@ -50,6 +50,15 @@ class FaultTolerancePolicy(models.TextChoices):
 # constraint has db_index=False, and the unique ids are constraints, not unique=True, which on
 # PostgreSQL also builds a second (varchar_pattern_ops) index for LIKE that nothing uses.
 # bench/kueue_baseline.py: jobs_pod had 9 indexes and 168,000 non-HOT updates.
+
+
+# Row locks. Every writer that locks jobs and pods (a schedule cycle, a batch of pod reports, a
+# stop, a restart) locks the job rows first and then their pods, each in pk order: two writers
+# that take their locks in one order cannot deadlock. These two are the only ways to lock them.
+class JobQuerySet(models.QuerySet):
+    def locked(self):
+        """These jobs, each row locked (FOR UPDATE), in lock order."""
+        return self.select_for_update().order_by("pk")
 
 
 class Job(models.Model):
@@ -104,6 +113,8 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     modified_at = models.DateTimeField(auto_now=True)
 
+    objects = JobQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["job_id"], name="unique_job_id")]
@@ -125,15 +136,6 @@ class Job(models.Model):
     def payment_type(self) -> str:
         """The billing tag `acs:pai:dlc:payType`: spot, postpaid (public pool) or prepaid (quota)."""
         return {Source.SPOT: "spot", Source.PUBLIC: "postpaid"}.get(self.source, "prepaid")
-
-    @transaction.atomic
-    def transition(self, target: str, *, reason: str = "", message: str = "", now=None) -> None:
-        """Move to `target`, recording history and an event. Raises IllegalTransition."""
-        from jobs import bulk  # the many-jobs form of the same step, built on these models
-
-        step = bulk.transition(self, target, reason=reason, message=message, at=now or timezone.now())
-        self.save()
-        bulk.record([step])
 
 
 class JobSpec(models.Model):
@@ -219,6 +221,11 @@ class PodKind(models.TextChoices):
 
 
 class PodQuerySet(models.QuerySet):
+    def locked(self):
+        """These pods, each row locked (FOR UPDATE, not the joined rows), in lock order: after their
+        jobs' rows (JobQuerySet.locked)."""
+        return self.select_for_update(of=("self",)).order_by("pk")
+
     def holding(self):
         """The pods that hold capacity on a node: bound and not yet ended. The one definition of it:
         the scheduler, usage, quotas, nodes and the spot pool all count these."""

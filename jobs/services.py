@@ -20,14 +20,16 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs import aimaster, bulk, dispatch, lifecycle
-from jobs.models import (FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, PodResources, RunType,
-                         Source)
-from jobs.scheduling import request_cycle
+from dbkit import bulk
+from jobs import aimaster, dispatch, history, lifecycle
+from jobs.cycle_requests import request_cycle
+from jobs.models import (
+    FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, PodResources, RunType, Source,
+)
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
+from market.bids import validate_spot_bid
 from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role, Workspace
 from quotas.usage import subtrees
-from spot.bids import validate_spot_bid
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -132,9 +134,9 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
         ft_max_preemption_restarts=req.ft_max_preemption_restarts, submitted_at=now,
     )
     target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
-    history, events = bulk.history_rows([bulk.transition(job, target, reason="JobSubmitted",
+    steps, events = history.history_rows([history.transition(job, target, reason="JobSubmitted",
                                                          message=f"Job submitted; status {target}", at=now)])
-    rows = [*history, *events]
+    rows = [*steps, *events]
     for role, spec in zip(req.roles, resolved["specs"]):
         rows += _role_rows(job, role, spec, now)
     bulk.insert_family(job, rows)
@@ -450,14 +452,14 @@ def stop_job(user, job: Job, now=None) -> Job:
     now = now or timezone.now()
     with transaction.atomic():
         # Lock the job row: a schedule cycle admitting it at this moment waits, then sees Stopped.
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = Job.objects.locked().get(pk=job.pk)
         if job.status in (JobStatus.STOPPING, JobStatus.STOPPED):
             return job
         if job.status in FINAL:
             raise ValidationFailed({"status": f"job {job.job_id} already ended ({job.status}); "
                                               "only Queuing, Bidding or running jobs can be stopped"})
         if job.status in WAITING or job.status == JobStatus.CREATING:
-            job.transition(JobStatus.STOPPED, reason="StoppedByUser", message=f"Stopped by {user}", now=now)
+            history.change_status(job, JobStatus.STOPPED, reason="StoppedByUser", message=f"Stopped by {user}", now=now)
         else:
             lifecycle.begin_stopping(job, "StoppedByUser", f"Stopped by {user}", dispatch.STOPPED, now)
         request_cycle()
@@ -468,7 +470,7 @@ def delete_job(user, job: Job) -> None:
     """Delete an ended or still waiting job with its pods, events and history."""
     _require_change(user, job)
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = Job.objects.locked().get(pk=job.pk)
         if job.status in ACTIVE:
             raise ValidationFailed({"status": f"job {job.job_id} is {job.status}; stop it before deleting it"})
         job.delete()  # a waiting job has no bound pod, so nothing runs anywhere
@@ -481,7 +483,7 @@ def update_job_priority(user, job: Job, priority: int) -> Job:
     if not _int_between(priority, 1, 9):
         raise ValidationFailed({"priority": f"must be an integer from 1 to 9 (9 is the highest), got {priority!r}"})
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = Job.objects.locked().get(pk=job.pk)
         if job.status in FINAL:
             raise ValidationFailed({"priority": f"job {job.job_id} already ended ({job.status})"})
         job.priority = priority

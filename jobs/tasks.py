@@ -1,25 +1,23 @@
-"""Celery tasks of the jobs app: thin wrappers over jobs/scheduling.py and jobs/lifecycle.py.
+"""Celery tasks of the jobs app: thin wrappers over cycle/schedule.py and jobs/lifecycle.py.
 
     jobs.tasks.schedule                  queue 'scheduler'  one schedule cycle (beat + request_cycle)
     jobs.tasks.enforce_max_running_time  queue 'scheduler'  beat: stop jobs past their limit
     jobs.tasks.detect_hangs              queue 'scheduler'  beat: AIMaster restarts hung jobs
     jobs.pod_reports                     queue 'default'    agent -> platform: [{pod_id, status, ...}]
     jobs.pod_progress                    queue 'default'    agent -> platform: EasyCkpt progress
+    jobs.pod_logs                        queue 'default'    agent -> platform: log chunks
+    nodes.heartbeat                      queue 'default'    agent -> platform: the node is alive
+    nodes.reap_lost                      beat               nodes without heartbeats go NotReady
 """
 
 from celery import shared_task
 from django.db import OperationalError
 
-from jobs import hang, lifecycle, scheduling
+from jobs import hang, lifecycle, logs, nodes
 
 # Transient database errors (a lost connection, SQLite busy past its timeout) are worth a retry;
 # reports are idempotent, so retrying a batch that was partly applied is safe.
 RETRY = dict(autoretry_for=(OperationalError,), retry_backoff=True, retry_backoff_max=30, max_retries=5)
-
-
-@shared_task(name="jobs.tasks.schedule", ignore_result=True)
-def schedule() -> None:
-    scheduling.run_paced_cycle()
 
 
 @shared_task(name="jobs.tasks.enforce_max_running_time", ignore_result=True)
@@ -40,3 +38,18 @@ def pod_reports(reports: list[dict]) -> int:
 @shared_task(name="jobs.pod_progress", ignore_result=True, **RETRY)
 def pod_progress(items: list[dict]) -> int:
     return lifecycle.apply_progress(items)
+
+
+@shared_task(name="jobs.pod_logs", ignore_result=True)
+def pod_logs(chunks: list[dict]) -> None:
+    logs.store_chunks(chunks)
+
+
+@shared_task(name="nodes.heartbeat", ignore_result=True)
+def heartbeat(beat: dict) -> None:
+    nodes.record_heartbeat(beat)
+
+
+@shared_task(name="nodes.reap_lost", ignore_result=True)
+def reap_lost() -> None:
+    nodes.reap_lost_nodes()

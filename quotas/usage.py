@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from jobs.dispatch import LIVE_STATUSES
+from jobs.states import LIVE_STATUSES
 from jobs.models import Pod, PodKind
 from quotas.models import Node, Quota
 from scheduler import ZERO, Resources

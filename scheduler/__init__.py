@@ -3,12 +3,30 @@
 See scheduler/plan.py for the public API and the cycle.
 """
 
-from .decisions import (Admission, Decisions, PodPlacement, Preemption, PreemptionReason,
-                        WaitReason)
-from .model import (ACCEPT, BEST_EFFORT, ECS, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE,
-                    KIND_PAYG, KIND_SPOT, LINGJUN, SOURCE_PAYG, SOURCE_QUOTA, SOURCE_SPOT,
-                    STRICT_FIFO, MarketState, Node, PendingJob, PodRequest, Quota, RunningPod,
-                    Snapshot)
+from .decisions import Admission, Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason
+from .model import (
+                        ACCEPT,
+                        BEST_EFFORT,
+                        ECS,
+                        FORBIDDEN,
+                        FORCE,
+                        KIND_GUARANTEED,
+                        KIND_IDLE,
+                        KIND_PAYG,
+                        KIND_SPOT,
+                        LINGJUN,
+                        SOURCE_PAYG,
+                        SOURCE_QUOTA,
+                        SOURCE_SPOT,
+                        STRICT_FIFO,
+                        MarketState,
+                        Node,
+                        PendingJob,
+                        PodRequest,
+                        Quota,
+                        RunningPod,
+                        Snapshot,
+)
 from .plan import plan
 from .resources import ZERO, Resources
 

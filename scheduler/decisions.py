@@ -23,7 +23,7 @@ HELD_BEHIND_HEAD = "held_behind_head"
 BID_BELOW_PRICE = "bid_below_price"
 NO_STOCK = "no_stock"
 UNKNOWN_QUOTA = "unknown_quota"
-DEEP_IN_QUEUE = "deep_in_queue"  # not planned this cycle: behind the first jobs of its queue (jobs/waiting.py)
+DEEP_IN_QUEUE = "deep_in_queue"  # not planned this cycle: behind the first jobs of its queue (cycle/waiting.py)
 
 QUEUING = "Queuing"
 BIDDING = "Bidding"

@@ -7,8 +7,9 @@ the few that scan a scope's nodes are cached by the scope's version in plan.py.
 from __future__ import annotations
 
 from .capacity import CapacityView, Scope
-from .decisions import (GANG_DOES_NOT_FIT, NEVER_FITS, NO_IDLE_CAPACITY, NO_STOCK,
-                        PARENT_QUOTA_FULL, QUOTA_FULL)
+from .decisions import (
+    GANG_DOES_NOT_FIT, NEVER_FITS, NO_IDLE_CAPACITY, NO_STOCK, PARENT_QUOTA_FULL, QUOTA_FULL,
+)
 from .model import KIND_IDLE, PendingJob
 from .placement import never_fits_cached
 from .quota_tree import QuotaTree

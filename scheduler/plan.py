@@ -61,19 +61,20 @@ import heapq
 from datetime import datetime, timedelta
 
 from .capacity import CapacityView, Scope
-from .decisions import (BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NO_STOCK, QUEUING,
-                        RECLAIMED, STOCK_SHORT, UNKNOWN_QUOTA, WAITING_FOR_TERMINATION,
-                        Admission, Decisions, PodPlacement, Preemption, PreemptionReason,
-                        WaitReason, BID_BELOW_PRICE, QUOTA_NODES_BUSY)
+from .decisions import (
+    BID_BELOW_PRICE, BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NO_STOCK, QUEUING,
+    QUOTA_NODES_BUSY, RECLAIMED, STOCK_SHORT, UNKNOWN_QUOTA, WAITING_FOR_TERMINATION, Admission,
+    Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason,
+)
 from .explain import lent_out, no_room, no_stock, quota_full
-from .model import (FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT,
-                    SOURCE_PAYG, SOURCE_SPOT, STRICT_FIFO, PendingJob, Quota, RunningPod,
-                    Snapshot)
+from .model import (
+    FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT, SOURCE_PAYG, SOURCE_SPOT,
+    STRICT_FIFO, PendingJob, Quota, RunningPod, Snapshot,
+)
 from .placement import FailedShapes, gang_fits, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
 from .spot import bid_problem, outbid_releases, releasable
-
 
 # Outcomes of a job's turn in pass 1 of step 5.
 ADMITTED, WAITS, LATER = "admitted", "waits", "later"

@@ -1,6 +1,6 @@
 """A synthetic but realistic price history for the demo's History Price chart.
 
-``backfill_history(days, now)`` runs the real price engine (spot.market) over the past ``days``
+``backfill_history(days, now)`` runs the real price engine (market.engine) over the past ``days``
 of every public pool with synthetic demand, and records a PriceHistory row every
 ``step_minutes`` (5 by default: 2,016 rows a type for a week, which the chart draws at once and
 a demo seed writes in well under a second; a 1-minute backfill is 10,080 rows a type). The live
@@ -24,8 +24,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from spot import inventory
-from spot.market import MarketParams, PoolObservation, initial_state, market_price, step, tick_of, time_of, utilization
+from market import inventory
+from market.engine import (
+    MarketParams, PoolObservation, initial_state, market_price, step, tick_of, time_of, utilization,
+)
 from spot.models import PriceHistory
 from spot.pool import PoolUsage, public_pools
 

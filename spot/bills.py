@@ -1,7 +1,7 @@
 """Billing runs: DailyBill rows from the pods' running time and the recorded market prices.
 
 ``bill_jobs(days, now)`` bills every spot and pay-as-you-go pod (all incarnations, current or
-not) that ran during the given UTC day(s), up to ``now``, with the pure rules of spot.billing:
+not) that ran during the given UTC day(s), up to ``now``, with the pure rules of market.billing:
 each running minute of a spot pod at that minute's PriceHistory price, of a pay-as-you-go pod
 at the on-demand price, per node-minute, no conversion. A pod runs from ``started_at`` to
 ``finished_at`` (still running: to ``now``), so the lifecycle must set both.
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import date, datetime, time, timedelta, timezone as dt_timezone
+from datetime import date, datetime, time, timedelta
+from datetime import timezone as dt_timezone
 from decimal import Decimal
 
 from django.db import transaction
@@ -28,8 +29,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import Job, Pod, PodKind
+from market import billing
 from quotas.models import ResourceSpec
-from spot import billing
 from spot.models import DailyBill, PriceHistory
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Two readers, one source (PriceHistory plus a live look at the pools):
 
-- ``current_markets(now)`` for the scheduler snapshot (jobs.scheduling): per instance type with
+- ``current_markets(now)`` for the scheduler snapshot (cycle.schedule): per instance type with
   a public pool and a recorded price, ``Market(price, avg_last_hour, stock_status)``.
 - ``spot_offers(now)`` for ListEcsSpecs and the console: per instance type, on-demand price,
   market price, discount (price / on-demand, the API's ``NonProtectSpotDiscount``), stock.
@@ -25,11 +25,11 @@ from typing import NamedTuple
 
 from django.utils import timezone
 
+from market import inventory
+from market.bids import market_range
+from market.billing import PriceSeries
+from market.engine import RATIO_PLACES, average_price, tick_of, time_of
 from quotas.models import ResourceSpec
-from spot import inventory
-from spot.billing import PriceSeries
-from spot.bids import market_range
-from spot.market import RATIO_PLACES, average_price, tick_of, time_of
 from spot.models import PriceHistory
 from spot.pool import public_pools
 

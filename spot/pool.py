@@ -21,9 +21,9 @@ from django.db.models import Count, Q
 
 from jobs.models import JobSpec, Pod, PodKind, Source
 from jobs.states import JobStatus, PodStatus
+from market import inventory
+from market.engine import PoolObservation, queued_demand
 from quotas.models import Node, NodeStatus, ResourceSpec
-from spot import inventory
-from spot.market import PoolObservation, queued_demand
 
 HOLDING = (PodStatus.PENDING, PodStatus.RUNNING)
 

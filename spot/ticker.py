@@ -14,7 +14,7 @@ A tick is idempotent per (instance type, minute): the row is created with get_or
 unique (spec, at), so two beats in one minute, or a retried task, write one row and the second
 returns the first's row.
 
-The source is the demand model (spot.market) unless OPENDLC_PRICE_REPLAY is
+The source is the demand model (market.engine) unless OPENDLC_PRICE_REPLAY is
 ``path:machine_type:region[:speed]``: then every pool replays that GCP price history as a ratio
 of its own on-demand price, history time aligned with the calendar (speed 1, the last price holds
 after the history ends) or sped up ``speed`` history minutes per minute and looped.
@@ -29,21 +29,13 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from spot.market import (
-    DEFAULT_PARAMS,
-    FLOOR,
-    RATIO_PLACES,
-    MarketState,
-    clamp_ratio,
-    initial_state,
-    market_price,
-    tick_of,
-    time_of,
-    utilization,
+from market.engine import (
+    DEFAULT_PARAMS, FLOOR, RATIO_PLACES, MarketState, clamp_ratio, initial_state, market_price,
+    tick_of, time_of, utilization,
 )
+from market.pricesource import ModelPriceSource, PriceSource, ReplayPriceSource, load_gcp_history
 from spot.models import PriceHistory
 from spot.pool import PoolUsage, public_pools
-from spot.pricesource import ModelPriceSource, PriceSource, ReplayPriceSource, load_gcp_history
 
 MAX_CATCH_UP_TICKS = 1440
 

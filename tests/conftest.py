@@ -2,6 +2,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from console import demo
+from cycle import tasks as cycle_tasks
+from cycle.schedule import ScheduleCycle
+from jobs import cycle_requests
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -17,24 +20,21 @@ def live_server_requests_close_their_connections():
 
 
 @pytest.fixture(autouse=True)
-def fresh_scheduler_memory():
-    """Each test starts with a scheduler process that has seen no cycle (jobs/waiting.py) and an
+def fresh_scheduler_memory(monkeypatch):
+    """Each test starts with a scheduler process that has seen no cycle (cycle/waiting.py) and an
     empty cache (SQLite reuses the primary keys of rolled-back rows)."""
     from django.core.cache import cache
 
-    from jobs import scheduling
-
-    scheduling.waiting_jobs.clear()
+    monkeypatch.setattr(cycle_tasks, "process_cycle", ScheduleCycle())
     cache.clear()
 
 
 @pytest.fixture(autouse=True)
 def no_wake_ups(monkeypatch):
-    """A pod that ends wakes a resting schedule task through Redis (jobs/scheduling.py _end_rest);
-    no test's pod wakes a task, or leaves a wake-up behind for the next test's paced cycles."""
-    from jobs import scheduling
-
-    monkeypatch.setattr(scheduling, "_end_rest", lambda: None)
+    """A pod that ends wakes a resting schedule task through Redis (jobs/cycle_requests.py
+    _end_rest); no test's pod wakes a task, or leaves a wake-up behind for the next test's paced
+    cycles."""
+    monkeypatch.setattr(cycle_requests, "_end_rest", lambda: None)
 
 
 @pytest.fixture

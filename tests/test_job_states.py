@@ -2,6 +2,7 @@ import itertools
 
 import pytest
 
+from jobs import history
 from jobs.models import Job, StatusTransition
 from jobs.states import FINAL, TRANSITIONS, IllegalTransition, JobStatus, check_transition
 from quotas.models import Workspace
@@ -43,13 +44,13 @@ def test_a_transition_is_recorded_in_history_and_events(alice):
         job_id="dlc-test1", workspace=Workspace.objects.get(name="ml-research"), user=alice,
         display_name="t", user_command="true",
     )
-    job.transition(JobStatus.QUEUING, reason="JobQueued")
-    job.transition(JobStatus.ENV_PREPARING)
-    job.transition(JobStatus.RUNNING)
+    history.change_status(job, JobStatus.QUEUING, reason="JobQueued")
+    history.change_status(job, JobStatus.ENV_PREPARING)
+    history.change_status(job, JobStatus.RUNNING)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and job.running_at is not None
-    history = list(StatusTransition.objects.filter(job=job).values_list("previous", "status"))
-    assert history == [("Creating", "Queuing"), ("Queuing", "EnvPreparing"), ("EnvPreparing", "Running")]
+    recorded = list(StatusTransition.objects.filter(job=job).values_list("previous", "status"))
+    assert recorded == [("Creating", "Queuing"), ("Queuing", "EnvPreparing"), ("EnvPreparing", "Running")]
     assert job.events.filter(reason="JobQueued").exists()
 
 
@@ -59,7 +60,7 @@ def test_an_illegal_transition_changes_nothing_stored(alice):
         display_name="t", user_command="true", status=JobStatus.SUCCEEDED,
     )
     with pytest.raises(IllegalTransition):
-        job.transition(JobStatus.RUNNING)
+        history.change_status(job, JobStatus.RUNNING)
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED
     assert not job.status_history.exists()

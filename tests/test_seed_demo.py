@@ -1,6 +1,6 @@
 from django.core.management import call_command
 
-from console.models import AccessKey
+from apikit.models import AccessKey
 from quotas.models import Node, Quota, ResourceSpec
 
 

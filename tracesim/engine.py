@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from scheduler import (ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT,
-                       MarketState, PendingJob, RunningPod, Snapshot, plan)
+from scheduler import (
+    ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT, MarketState, PendingJob,
+    RunningPod, Snapshot, plan,
+)
 
-from .cluster import (INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id)
+from .cluster import INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id
 from .trace import Trace, TraceJob
 
 POLICIES = {"strict": FORBIDDEN, "borrow": ACCEPT, "borrow-ckpt": ACCEPT}

@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from console.models import AccessKey, AccessKeyStatus
+from apikit.models import AccessKey, AccessKeyStatus
 from console.pages.base import page
 
 

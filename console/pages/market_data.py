@@ -10,8 +10,8 @@ from decimal import Decimal
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from market.bids import market_range
 from quotas.models import Node, ResourceSpec
-from spot.bids import market_range
 from spot.market_state import current_markets
 from spot.models import PriceHistory
 

@@ -1,6 +1,6 @@
 """PostgreSQL only: jobs_job.change_xid, the id of the transaction that last wrote the row (set by
 a trigger), and jobs_job_deletes, a count of the statements that deleted jobs, so that a schedule
-cycle reads only the waiting jobs changed since its last read (jobs/waiting.py). Neither is a
+cycle reads only the waiting jobs changed since its last read (cycle/waiting.py). Neither is a
 model: no code writes them. SQLite has no transaction ids; there a cycle reads every waiting
 job's version."""
 

@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 
 from jobs.logs import read_all
 from jobs.models import Job, OversoldType, Pod
+from jobs.nodes import reap_lost_nodes
 from jobs.services import JobRequest, PodResources, RoleRequest, create_job
 from quotas.models import Executor, Membership, Node, Quota, ResourceSpec, Role, Tenant, Workspace
-from quotas.nodes import reap_lost_nodes
 from tests.agent.live import LiveCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from quotas import nodes
+from jobs import nodes
 from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec, Tenant
 
 pytestmark = pytest.mark.django_db

@@ -8,6 +8,7 @@ from jobs.hang import detect_hangs
 from jobs.lifecycle import apply_progress
 from jobs.logs import store_chunks
 from jobs.models import Job, Pod, PodLog
+
 # Autouse: agent messages and cycle requests are recorded, not sent.
 from tests.jobs.conftest import cycle_requests, fast_passwords, report, sent  # noqa: F401
 

@@ -4,9 +4,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from cycle import tasks as cycle_tasks
 from jobs import dispatch
 from jobs.logs import store_chunks
 from jobs.models import Job, Pod, RestartRecord
+
 # Autouse: agent messages and cycle requests are recorded, not sent.
 from tests.jobs.conftest import cycle_requests, fast_passwords, report, sent  # noqa: F401
 
@@ -235,14 +237,13 @@ def test_a_preempted_job_is_requeued_without_counting_against_maximum_job_restar
 
 
 def test_a_requeued_job_queues_by_the_time_of_its_restart_not_its_submission(running, reports):
-    from jobs.scheduling import build_snapshot
 
     job = running(pods=1)
     preempted_at = timezone.now() + timedelta(minutes=5)
     dispatch.stop_pods([current_pods(job)[0]], dispatch.PREEMPTED, "reclaimed", 30)
     reports(report(current_pods(job)[0], "Failed", 143, at=preempted_at))
 
-    pending = {p.job_id: p for p in build_snapshot(timezone.now()).jobs}
+    pending = {p.job_id: p for p in cycle_tasks.process_cycle.build_snapshot(timezone.now()).jobs}
     assert refreshed(job).submitted_at < preempted_at
     assert pending[job.job_id].submitted_at == preempted_at  # behind the lender's job that reclaimed the node
 

@@ -5,7 +5,7 @@ from alibabacloud_pai_dlc20201203.client import Client as DLCClient
 from alibabacloud_paistudio20220112.client import Client as StudioClient
 from alibabacloud_tea_openapi.models import Config
 
-from console.models import AccessKey
+from apikit.models import AccessKey
 from quotas.models import Workspace
 
 

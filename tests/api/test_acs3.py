@@ -15,15 +15,9 @@ from alibabacloud_pai_dlc20201203 import models as dlc
 from alibabacloud_paistudio20220112 import models as studio
 from alibabacloud_tea_openapi.exceptions import ClientException
 
-from console import acs3
+from apikit import acs3
 from tests.api.sdk_capture import (
-    AK,
-    SECRET,
-    CapturedRequest,
-    capture_server,
-    dlc_client,
-    json_reply,
-    studio_client,
+    AK, SECRET, CapturedRequest, capture_server, dlc_client, json_reply, studio_client,
 )
 
 SPOT_JOB = {

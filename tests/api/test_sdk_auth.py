@@ -8,7 +8,7 @@ from alibabacloud_pai_dlc20201203 import models as dlc
 from alibabacloud_tea_openapi.exceptions import ClientException
 from alibabacloud_tea_openapi.utils import Utils
 
-from console.models import AccessKey, AccessKeyStatus, ApiNonce
+from apikit.models import AccessKey, AccessKeyStatus, ApiNonce
 from tests.api.conftest import dlc_client
 
 
@@ -61,7 +61,7 @@ def test_a_stale_date_is_rejected(alice_dlc, monkeypatch):
 
 def test_old_nonces_are_pruned(alice_dlc):
     ApiNonce.objects.create(nonce="ancient", seen_at=datetime.now(timezone.utc) - timedelta(hours=1))
-    from console.api.auth import DbNonceStore
+    from apikit.auth import DbNonceStore
 
     DbNonceStore._last_prune = 0.0
     list_jobs(alice_dlc)

@@ -206,7 +206,7 @@ def test_a_parent_quota_counts_what_its_sub_quotas_use_as_its_descendants(alice_
 def test_list_quota_workloads_reads_the_roles_of_a_page_at_once(alice_dlc, alice, django_assert_num_queries):
     from django.http import QueryDict
 
-    from quotas.api import _workload, quota_workloads
+    from api.quotas import _workload, quota_workloads
 
     for i in range(3):
         alice_dlc.create_job(dlc.CreateJobRequest().from_map({

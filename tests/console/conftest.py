@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import dispatch, scheduling
+from jobs import dispatch
 from jobs.services import JobRequest, RoleRequest, create_job
 from quotas.models import Quota, Workspace
 
@@ -17,7 +17,7 @@ def fast_passwords(settings):
 def no_broker(monkeypatch):
     """Console tests drive the scheduler themselves: nothing goes to Celery or the agents."""
     sent = []
-    monkeypatch.setattr(scheduling, "_request_now", lambda: None)
+    monkeypatch.setattr("jobs.cycle_requests._request_now", lambda: None)
     monkeypatch.setattr(dispatch, "send", lambda messages: sent.extend(messages))
     return sent
 

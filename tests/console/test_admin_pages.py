@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from console.models import AccessKey
-from jobs import scheduling
+from apikit.models import AccessKey
+from cycle import tasks as cycle_tasks
 from quotas.models import Node, Quota, ResourceSpec, Workspace
 from spot.models import DailyBill, PriceHistory
 from tests.console.conftest import quota_job, spot_job
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_quota_tree_shows_guaranteed_and_used_gpus(alice_client, alice):
     quota_job(alice, pods=1)  # 8 of nlp-team's 16 GPUs
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     html = alice_client.get("/quotas/").content.decode()
     nlp = re.search(r"<strong>nlp-team</strong>.*?</tr>", html, re.S)[0]
     assert re.findall(r'<td class="num">(\d+)[ <]', nlp) == ["16", "8", "0", "0"]
@@ -70,7 +70,7 @@ def test_a_quota_cannot_take_nodes_of_another_resource_type(alice_client):
 
 def test_nodes_show_gpu_allocation(bob_client, alice):
     quota_job(alice, pods=1)
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     html = bob_client.get("/nodes/").content.decode()
     assert "8 / 8 GPUs" in html and "0 / 8 GPUs" in html and "public pool" in html
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from jobs import lifecycle, scheduling
+from cycle import tasks as cycle_tasks
+from jobs import lifecycle
 from jobs.models import Job
 from tests.console.conftest import quota_job
 
@@ -111,7 +112,7 @@ def test_an_acceptable_quota_job_goes_running_in_quota_without_a_reload(page, de
     row = page.locator(f"#job-{job.job_id}")
     assert row.locator(".badge").first.inner_text() == "Queuing"
     page.evaluate("window.notReloaded = true")
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Running"} for p in job.pods.all()])
     row.locator(".badge.s-running").wait_for()
     assert row.locator(".badge.inquota").inner_text() == "In Quota"
@@ -176,7 +177,7 @@ def test_a_lingjun_spot_job_without_a_vpc_is_refused_inline_then_bids(page, demo
 def test_a_borrowing_pod_turns_resource_preempted_when_the_lender_submits(page, demo_cluster, alice, bob):
     quota_job(alice, "fill-nlp", pods=2)
     borrower = quota_job(bob, "borrower", pods=2, oversold="ForceQuotaOverSold")
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Running"} for p in borrower.pods.all()])
     login(page, "bob")
     page.goto(f"/jobs/{borrower.job_id}/")
@@ -185,7 +186,7 @@ def test_a_borrowing_pod_turns_resource_preempted_when_the_lender_submits(page, 
     page.evaluate("window.notReloaded = true")
 
     quota_job(alice, "lender", quota="cv-team", workspace="vision-lab", pods=2)  # cv-team wants its nodes back
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Failed", "exit_code": 143} for p in borrower.pods.all()])
     page.locator(".badge.preempted").nth(1).wait_for()
     assert page.locator(".badge.preempted").first.inner_text() == "Resource Preempted"

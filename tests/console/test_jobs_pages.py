@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import lifecycle, scheduling
+from cycle import tasks as cycle_tasks
+from jobs import lifecycle
 from jobs.models import Job, JobSpec, Pod
 from jobs.services import PodResources
 from quotas.models import Quota, ResourceSpec, Workspace
@@ -22,7 +23,7 @@ POLL = "every 2s [document.visibilityState === 'visible']"
 
 def run(job):
     """Admit the job in a schedule cycle and report its pods running, as the agents would."""
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Running"} for p in job.pods.filter(current=True)])
     job.refresh_from_db()
     return job
@@ -117,7 +118,7 @@ def test_the_list_pages_by_50(alice_client, alice):
 def test_the_detail_page_says_why_a_job_waits_and_its_queue_position(alice_client, alice):
     quota_job(alice, "first", pods=2)  # nlp-team has 2 nodes of 8 GPUs
     waiting = quota_job(alice, "second", pods=2)
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     waiting.refresh_from_db()
     html = alice_client.get(f"/jobs/{waiting.job_id}/").content.decode()
     assert "Why is this job waiting?" in html
@@ -133,7 +134,7 @@ def test_a_preempted_borrowing_pod_shows_resource_preempted(bob_client, alice, b
     html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
     assert "idle resources" in html and "cv-team-gn6v" not in html  # node names hidden from bob
     quota_job(alice, "lender", quota="cv-team", workspace="vision-lab", pods=2)  # the lender takes its nodes back
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Failed", "exit_code": 143} for p in borrower.pods.filter(current=True)])
     html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
     assert html.count('<span class="badge preempted">Resource Preempted</span>') == 2

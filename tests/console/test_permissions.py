@@ -3,6 +3,7 @@ ml-research only, charlie belongs to no workspace."""
 
 import pytest
 
+from cycle import tasks as cycle_tasks
 from quotas.models import Quota
 from tests.console.conftest import quota_job
 
@@ -71,10 +72,9 @@ def test_bob_cannot_create_a_quota_by_posting(bob_client):
 
 
 def test_the_nodes_page_lists_pod_names_only_for_staff(bob_client, alice, client):
-    from jobs import scheduling
 
     job = quota_job(alice, "busy")
-    scheduling.run_cycle()
+    cycle_tasks.process_cycle.run()
     pod_id = f"{job.job_id}-worker-0"
     assert pod_id.encode() not in bob_client.get("/nodes/").content
     client.force_login(alice)

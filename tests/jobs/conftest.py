@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from bench import harness
-from jobs import dispatch, scheduling
+from cycle import tasks as cycle_tasks
+from jobs import dispatch
 from jobs.services import JobRequest, RoleRequest
 
 NLP = "quota00000002"  # nlp-team: 2 nodes of 8 V100, bound to ml-research (alice owner, bob member)
@@ -29,7 +30,7 @@ def sent(monkeypatch):
 def cycle_requests(monkeypatch):
     """How many times a schedule cycle was requested (after commit)."""
     calls = []
-    monkeypatch.setattr(scheduling, "_request_now", lambda: calls.append(1))
+    monkeypatch.setattr("jobs.cycle_requests._request_now", lambda: calls.append(1))
     return calls
 
 
@@ -54,11 +55,10 @@ def report(pod, status, exit_code=None, at=None, reason="", message="") -> dict:
 @pytest.fixture
 def cycle(django_capture_on_commit_callbacks):
     """run_cycle as if its transaction committed: its after-commit messages reach `sent`."""
-    from jobs.scheduling import run_cycle
 
     def run(now=None):
         with django_capture_on_commit_callbacks(execute=True):
-            return run_cycle(now)
+            return cycle_tasks.process_cycle.run(now)
     return run
 
 

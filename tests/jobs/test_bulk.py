@@ -1,4 +1,4 @@
-"""jobs/bulk.insert_family: a job and its rows in one statement on PostgreSQL, every field as the
+"""dbkit/bulk.insert_family: a job and its rows in one statement on PostgreSQL, every field as the
 ORM would store it, and all or nothing."""
 
 import re
@@ -9,7 +9,8 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import bulk
+from dbkit import bulk
+from jobs import history
 from jobs.models import Job, JobEvent, JobSpec, Pod, StatusTransition
 from quotas.models import Membership, Quota, ResourceSpec
 from tests.jobs.conftest import NLP, V100
@@ -22,12 +23,12 @@ def family(bob, job_id="dlcfamily0001", pod_ids=("p-0", "p-1")):
               user_command="python train.py", envs={"EPOCHS": "3", "NOTE": "ünïcode"}, priority=7,
               quota=Quota.objects.get(quota_id=NLP), oversold_type="AcceptQuotaOverSold",
               user_vpc={"VpcId": "vpc-1"}, max_running_time_minutes=90, status="Queuing", submitted_at=now)
-    history, events = bulk.history_rows([bulk.Transition(job, "Creating", "Queuing", "JobSubmitted", "submitted", now)])
+    steps, events = history.history_rows([history.Transition(job, "Creating", "Queuing", "JobSubmitted", "submitted", now)])
     spec = JobSpec(role="Worker", pod_count=len(pod_ids), spec=ResourceSpec.objects.get(instance_type=V100),
                    image="pytorch:2.5", spot_discount_limit=Decimal("0.50"), spot_duration_hours=0)
     pods = [Pod(pod_id=pod_id, role="Worker", index=i, cpu_m=64000, mem_mib=1024, gpu=8, gpu_indices=[i],
                 created_at=now) for i, pod_id in enumerate(pod_ids)]
-    return job, [*history, *events, spec, *pods]
+    return job, [*steps, *events, spec, *pods]
 
 
 def columns(obj) -> dict:
@@ -85,12 +86,12 @@ def test_rows_of_several_tables_go_in_one_statement_on_postgresql_as_given(bob):
     bulk.insert_family(job, children)
     pod = Pod.objects.filter(job=job).order_by("index").first()
     now = timezone.now()
-    steps = [bulk.Transition(job, "Queuing", "EnvPreparing", "JobAdmitted", "admitted", now),
-             bulk.Transition(job, "EnvPreparing", "Running", "JobRunning", "", now)]
+    steps = [history.Transition(job, "Queuing", "EnvPreparing", "JobAdmitted", "admitted", now),
+             history.Transition(job, "EnvPreparing", "Running", "JobRunning", "", now)]
     events = bulk.Insert(PodEvent, ("pod", "at", "type", "reason", "message"),
                          [(pod.pk, now, "Normal", "Started", "Pod running on n1"), (pod.pk, now, "Normal", "X", "ü")])
     with CaptureQueriesContext(connection) as statements:
-        bulk.record(steps, events, bulk.Insert(PodEvent, ("pod",), []))  # an empty one is left out
+        history.record(steps, events, bulk.Insert(PodEvent, ("pod",), []))  # an empty one is left out
     # Django logs an executemany as "N times: INSERT ..."
     writes = [q["sql"] for q in statements.captured_queries if re.match(r"(\d+ times: )?(INSERT|WITH)", q["sql"])]
     assert len(writes) == (1 if connection.vendor == "postgresql" else 3)

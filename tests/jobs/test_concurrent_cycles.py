@@ -15,7 +15,9 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from jobs import scheduling
+import scheduler
+from cycle import schedule
+from cycle import tasks as cycle_tasks
 from jobs.models import Pod
 from jobs.services import create_job
 from quotas.models import Node
@@ -44,7 +46,7 @@ def race(bob, monkeypatch, wait_s: float) -> bool:
     create_job(bob, make_request(pods=1))  # waits behind it
     first_planned, second_planned, first_committed = threading.Event(), threading.Event(), threading.Event()
     overlapped = []
-    real_plan = scheduling.s.plan
+    real_plan = scheduler.plan
 
     def plan(snapshot, now):
         decisions = real_plan(snapshot, now)
@@ -56,17 +58,17 @@ def race(bob, monkeypatch, wait_s: float) -> bool:
             first_committed.wait(timeout=60)
         return decisions
 
-    monkeypatch.setattr(scheduling.s, "plan", plan)
+    monkeypatch.setattr(scheduler, "plan", plan)
     errors = []
 
     def first():
-        run(scheduling.run_cycle, errors)
+        run(cycle_tasks.process_cycle.run, errors)
         first_committed.set()
 
     def second():
         first_planned.wait(timeout=60)
         run(lambda: create_job(bob, make_request(pods=1, priority=9)), errors)
-        run(scheduling.run_cycle, errors)
+        run(cycle_tasks.process_cycle.run, errors)
 
     threads = [threading.Thread(target=first, name="cycle-1"), threading.Thread(target=second, name="cycle-2")]
     for t in threads:
@@ -95,7 +97,7 @@ def test_two_cycles_at_once_never_book_a_node_twice(bob, monkeypatch):
 
 def test_without_the_cycle_lock_the_same_race_double_books(bob, monkeypatch):
     """The control: proves the test above would catch a double booking."""
-    monkeypatch.setattr(scheduling, "_serialize_cycles", lambda: None)
+    monkeypatch.setattr(schedule, "serialize_cycles", lambda: None)
     overlapped = race(bob, monkeypatch, wait_s=30)
     assert overlapped
     assert over_allocations() != []

@@ -7,8 +7,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Job, JobSpec, Pod
-from jobs.services import (PodResources, RoleRequest, ValidationFailed, can_change, create_job, delete_job,
-                           update_job_priority, visible_jobs)
+from jobs.services import (
+    PodResources, RoleRequest, ValidationFailed, can_change, create_job, delete_job,
+    update_job_priority, visible_jobs,
+)
 from quotas.models import Membership, Role, Workspace
 from tests.jobs.conftest import CV, NLP, V100, make_request
 

@@ -4,7 +4,6 @@ import pytest
 from django.utils import timezone
 
 from jobs.lifecycle import apply_progress, enforce_max_running_time
-
 from jobs.services import ValidationFailed, create_job, stop_job
 from tests.jobs.conftest import make_request, report
 

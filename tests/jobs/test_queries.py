@@ -4,8 +4,8 @@
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from cycle.waiting import WaitingJobs
 from jobs.models import Pod, PodLog
-from jobs.waiting import WaitingJobs
 
 
 def test_pods_and_their_logs_are_ordered_without_a_join(db):

@@ -4,8 +4,12 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+import scheduler
+from cycle import apply as cycle_apply
+from cycle import schedule
+from cycle import snapshot
+from cycle import tasks as cycle_tasks
 from jobs.models import Job, JobEvent, Pod, PodEvent
-from jobs.scheduling import build_snapshot
 from jobs.services import create_job
 from quotas.models import Node, NodeStatus, Workspace
 from tests.jobs.conftest import CV, NLP, T0, make_request, report
@@ -30,16 +34,15 @@ def test_a_cycle_admits_a_job_and_binds_its_pods_in_quota(bob, sent, cycle):
 def test_a_job_submitted_while_the_cycle_waits_for_its_lock_is_not_bound_before_its_submission(bob, cycle, monkeypatch):
     # The cycle's now is read after the cluster: a job that came in while the cycle waited for the
     # lock (as a submitter's commit does) is bound at or after its submission, never before.
-    from jobs import scheduling
 
     submitted = []
-    lock = scheduling._serialize_cycles
+    lock = schedule.serialize_cycles
 
     def lock_then_a_submission():
         lock()
         submitted.append(create_job(bob, make_request(pods=1)))
 
-    monkeypatch.setattr(scheduling, "_serialize_cycles", lock_then_a_submission)
+    monkeypatch.setattr(schedule, "serialize_cycles", lock_then_a_submission)
     cycle()
     pod = submitted[0].pods.get()
     assert pod.node is not None and pod.bound_at >= submitted[0].submitted_at
@@ -75,9 +78,9 @@ def test_the_snapshot_counts_pods_until_their_finish_is_reported(bob, cycle, rep
     cycle()
     pod = job.pods.get()
     reports(report(pod, "Running"))
-    assert [p.pod_id for p in build_snapshot(timezone.now()).pods] == [pod.pod_id]
+    assert [p.pod_id for p in cycle_tasks.process_cycle.build_snapshot(timezone.now()).pods] == [pod.pod_id]
     reports(report(pod, "Succeeded", exit_code=0))
-    assert build_snapshot(timezone.now()).pods == ()
+    assert cycle_tasks.process_cycle.build_snapshot(timezone.now()).pods == ()
 
 
 def test_an_acceptable_job_borrows_idle_capacity_and_is_preempted_when_the_lender_needs_it(alice, bob, sent, cycle, reports):
@@ -119,17 +122,16 @@ def test_an_acceptable_job_borrows_idle_capacity_and_is_preempted_when_the_lende
 
 
 def test_a_job_stopped_after_the_snapshot_is_not_admitted(bob, monkeypatch, cycle):
-    from jobs import scheduling
 
     job = create_job(bob, make_request())
-    real_plan = scheduling.s.plan
+    real_plan = scheduler.plan
 
     def plan_then_user_stops(snapshot, now):
         decisions = real_plan(snapshot, now)
         Job.objects.filter(pk=job.pk).update(status="Stopped")  # as stop_job would, meanwhile
         return decisions
 
-    monkeypatch.setattr(scheduling.s, "plan", plan_then_user_stops)
+    monkeypatch.setattr(scheduler, "plan", plan_then_user_stops)
     cycle()
     assert not Pod.objects.filter(job=job, node__isnull=False).exists()
 
@@ -156,7 +158,7 @@ def test_a_spot_job_waits_in_bidding_below_the_market_price(alice, cycle):
 
 
 def test_a_cycle_reads_a_waiting_job_once_and_again_only_after_it_changed(bob, cycle, monkeypatch):
-    from jobs import waiting
+    from cycle import waiting
     from jobs.services import stop_job, update_job_priority
 
     read = []
@@ -167,19 +169,19 @@ def test_a_cycle_reads_a_waiting_job_once_and_again_only_after_it_changed(bob, c
     first, second = create_job(bob, make_request()), create_job(bob, make_request())
     read.clear()
     now = timezone.now()
-    assert [j.job_id for j in build_snapshot(now).jobs] == [first.job_id, second.job_id]
+    assert [j.job_id for j in cycle_tasks.process_cycle.build_snapshot(now).jobs] == [first.job_id, second.job_id]
     assert read == [[first.pk, second.pk]]
     read.clear()
-    assert [j.job_id for j in build_snapshot(now).jobs] == [first.job_id, second.job_id] and read == []
+    assert [j.job_id for j in cycle_tasks.process_cycle.build_snapshot(now).jobs] == [first.job_id, second.job_id] and read == []
     update_job_priority(bob, second, 7)  # a save: the job's modified_at moves
-    assert {j.job_id: j.priority for j in build_snapshot(now).jobs} == {first.job_id: 1, second.job_id: 7}
+    assert {j.job_id: j.priority for j in cycle_tasks.process_cycle.build_snapshot(now).jobs} == {first.job_id: 1, second.job_id: 7}
     assert read == [[second.pk]]
     stop_job(bob, first)
-    assert [j.job_id for j in build_snapshot(now).jobs] == [second.job_id]
+    assert [j.job_id for j in cycle_tasks.process_cycle.build_snapshot(now).jobs] == [second.job_id]
 
 
 def test_a_cycle_plans_the_head_of_each_queue_and_places_the_rest_behind_it(bob, monkeypatch, cycle, reports):
-    from jobs import waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "QUEUE_DEPTH", 1)
     monkeypatch.setattr(waiting, "PLAN_BUDGET", 0)
@@ -208,7 +210,7 @@ def test_a_cycle_plans_the_head_of_each_queue_and_places_the_rest_behind_it(bob,
 
 
 def test_a_cycle_builds_no_reason_for_a_job_deep_in_its_queue_that_it_would_not_rewrite(bob, monkeypatch, cycle):
-    from jobs import waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "QUEUE_DEPTH", 1)
     monkeypatch.setattr(waiting, "PLAN_BUDGET", 0)
@@ -230,13 +232,12 @@ def test_a_cycle_builds_no_reason_for_a_job_deep_in_its_queue_that_it_would_not_
 
 def test_a_cycle_followed_at_once_by_another_leaves_the_reasons_to_it_for_a_while(
         bob, django_capture_on_commit_callbacks):
-    from jobs import scheduling
 
-    limit = scheduling.REASONS_DEFER_MAX_S
+    limit = schedule.REASONS_DEFER_MAX_S
 
     def cycle_at(seconds, next_at_once):
         with django_capture_on_commit_callbacks(execute=True):
-            scheduling.run_cycle(T0 + timedelta(seconds=seconds), defer_reasons=lambda: next_at_once)
+            cycle_tasks.process_cycle.run(T0 + timedelta(seconds=seconds), defer_reasons=lambda: next_at_once)
 
     def reason(job):
         return Job.objects.get(pk=job.pk).wait_reason
@@ -257,38 +258,38 @@ def test_a_cycle_followed_at_once_by_another_leaves_the_reasons_to_it_for_a_whil
 
 def test_a_cycle_that_admits_every_job_it_planned_of_a_deeper_queue_is_followed_by_the_next_at_once(
         bob, monkeypatch, cycle_requests, django_capture_on_commit_callbacks):
-    from jobs import scheduling, waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "QUEUE_DEPTH", 1)
     monkeypatch.setattr(waiting, "PLAN_BUDGET", 0)
-    monkeypatch.setattr(scheduling, "_rest_until", 0.0)
+    monkeypatch.setattr(cycle_tasks.process_cycle, "rest_until", 0.0)
     jobs = [create_job(bob, make_request()) for _ in range(3)]  # nlp-team has two nodes
     cycle_requests.clear()
 
     def paced_cycle():
         with django_capture_on_commit_callbacks(execute=True):
-            return scheduling.run_paced_cycle()
+            return cycle_tasks.process_cycle.run_paced()
 
     assert [a.job_id for a in paced_cycle().admissions] == [jobs[0].job_id]
-    assert cycle_requests == [1] and scheduling._rest_until == 0.0  # no rest: the next one at once
+    assert cycle_requests == [1] and cycle_tasks.process_cycle.rest_until == 0.0  # no rest: the next one at once
     assert [a.job_id for a in paced_cycle().admissions] == [jobs[1].job_id]
-    assert cycle_requests == [1, 1] and scheduling._rest_until == 0.0
+    assert cycle_requests == [1, 1] and cycle_tasks.process_cycle.rest_until == 0.0
     assert paced_cycle().admissions == ()  # no node left: it rests, and asks for nothing
-    assert cycle_requests == [1, 1] and scheduling._rest_until > 0
+    assert cycle_requests == [1, 1] and cycle_tasks.process_cycle.rest_until > 0
 
 
 def test_a_single_long_queue_is_planned_to_its_share_of_the_budget(monkeypatch):
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
+    from datetime import timezone as tz
 
-    import scheduler as s
-    from jobs import waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "QUEUE_DEPTH", 2)
     monkeypatch.setattr(waiting, "PLAN_BUDGET", 6)
     t0 = datetime(2026, 1, 1, tzinfo=tz.utc)
 
-    def job(n, quota, source=s.SOURCE_QUOTA):
-        return s.PendingJob(f"j{n:02d}", t0 + timedelta(seconds=n), (), quota, source=source)
+    def job(n, quota, source=scheduler.SOURCE_QUOTA):
+        return scheduler.PendingJob(f"j{n:02d}", t0 + timedelta(seconds=n), (), quota, source=source)
 
     def window(jobs):
         queues = waiting._Queues()
@@ -300,19 +301,19 @@ def test_a_single_long_queue_is_planned_to_its_share_of_the_budget(monkeypatch):
     planned, deeper = window(reversed(one_queue))  # the queue's order, not the order they came in
     assert [j.job_id for j in planned] == [f"j{n:02d}" for n in (5, 4, 3, 2, 1, 0)]  # all of the budget; pk order
     assert [e.job.job_id for e in deeper["quota:a"]] == ["j06", "j07"]
-    four = [job(n, "abcd"[n % 4]) for n in range(16)] + [job(99, None, s.SOURCE_SPOT)]
+    four = [job(n, "abcd"[n % 4]) for n in range(16)] + [job(99, None, scheduler.SOURCE_SPOT)]
     planned, deeper = window(four)
     assert len(planned) == 4 * 2 + 1 and sum(map(len, deeper.values())) == 8  # QUEUE_DEPTH each; spot all
 
 
 def test_the_queues_stay_in_order_as_jobs_come_and_go():
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
+    from datetime import timezone as tz
 
-    import scheduler as s
-    from jobs import waiting
+    from cycle import waiting
 
     t0 = datetime(2026, 1, 1, tzinfo=tz.utc)
-    jobs = [s.PendingJob(f"j{n}", t0 + timedelta(seconds=n % 3), (), "a", priority=1 + n % 2) for n in range(6)]
+    jobs = [scheduler.PendingJob(f"j{n}", t0 + timedelta(seconds=n % 3), (), "a", priority=1 + n % 2) for n in range(6)]
     entries = [waiting._Entry(n, (j.job_id, ""), j) for n, j in enumerate(jobs)]
     queues = waiting._Queues()
     for entry in entries:
@@ -331,12 +332,11 @@ def test_the_queues_stay_in_order_as_jobs_come_and_go():
 def store_at(capture, jobs, now, positions, message="Quota nlp-team is full", code="QuotaFull") -> list[int]:
     """Store wait reasons for `jobs` at `now` as a cycle would (the first held behind the head);
     returns their stored positions."""
-    from jobs import scheduling
     from scheduler.decisions import WaitReason
 
     with capture(execute=True):  # what was written is remembered on commit
-        scheduling.waiting_jobs.read()
-        scheduling.waiting_jobs.store(tuple(
+        cycle_tasks.process_cycle.waiting.read()
+        cycle_tasks.process_cycle.waiting.store(tuple(
             WaitReason(j.job_id, "Queuing", code if n else "HeldBehindHead", message if n else "Queued behind x",
                        "quota:nlp", p)
             for n, (j, p) in enumerate(zip(jobs, positions))), now)
@@ -345,7 +345,7 @@ def store_at(capture, jobs, now, positions, message="Quota nlp-team is full", co
 
 def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_head_positions_do_not(
         bob, monkeypatch, django_capture_on_commit_callbacks):
-    from jobs import waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "POSITIONS_EXACT", 2)
     jobs = [create_job(bob, make_request()) for _ in range(5)]
@@ -380,7 +380,7 @@ def test_new_numbers_and_deep_positions_wait_for_the_refresh_new_reasons_and_hea
 
 
 def test_a_refresh_is_spread_over_cycles_a_chunk_of_jobs_each(bob, monkeypatch, django_capture_on_commit_callbacks):
-    from jobs import waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "POSITIONS_EXACT", 0)  # no position is written at once
     monkeypatch.setattr(waiting, "REFRESH_CHUNK", 2)
@@ -401,7 +401,7 @@ def test_a_refresh_is_spread_over_cycles_a_chunk_of_jobs_each(bob, monkeypatch, 
 
 def test_a_refresh_rewrites_a_deep_position_once_it_moved_by_more_than_a_tenth(
         bob, monkeypatch, django_capture_on_commit_callbacks):
-    from jobs import waiting
+    from cycle import waiting
 
     monkeypatch.setattr(waiting, "POSITIONS_EXACT", 2)
     jobs = [create_job(bob, make_request()) for _ in range(5)]
@@ -417,16 +417,14 @@ def test_a_refresh_rewrites_a_deep_position_once_it_moved_by_more_than_a_tenth(
 
 
 def test_a_cycle_whose_pods_changed_since_its_snapshot_rolls_back_and_binds_nothing(bob):
-    import scheduler as s
-    from jobs import scheduling
 
     job = create_job(bob, make_request(pods=2))
     now = timezone.now()
-    decisions = s.plan(build_snapshot(now), now)
+    decisions = scheduler.plan(cycle_tasks.process_cycle.build_snapshot(now), now)
     assert decisions.admission(job.job_id) is not None
     Pod.objects.filter(pk=job.pods.order_by("index").first().pk).update(current=False)  # replaced meanwhile
     with pytest.raises(RuntimeError, match="1 admitted pods were not waiting to be bound"), transaction.atomic():
-        scheduling.apply(decisions, now)
+        cycle_apply.apply(decisions, now, cycle_tasks.process_cycle.waiting)
     assert not job.pods.filter(node__isnull=False).exists()
     assert Job.objects.get(pk=job.pk).status == "Queuing"
 
@@ -453,7 +451,7 @@ def test_pods_with_their_own_resources_share_a_node_best_fit_on_distinct_gpus(bo
 
 
 def test_the_waiting_jobs_stay_in_pk_order_when_an_older_one_changes_and_newer_ones_come(bob, monkeypatch):
-    from jobs import waiting
+    from cycle import waiting
     from jobs.services import update_job_priority
 
     details = waiting._read_details  # whatever order the database gives the rows in
@@ -494,11 +492,10 @@ def test_a_cycle_admits_any_number_of_jobs_in_the_same_number_of_queries(bob, cy
 def test_a_cycle_reads_the_live_pods_with_a_plain_index_scan_where_the_planner_prefers_another(db, monkeypatch):
     """The live pods' partial index keeps an ended pod's entry until VACUUM; only a plain index
     scan marks such entries dead so that later scans skip them, a bitmap scan never does
-    (jobs/scheduling.py _plain_index_scans), nor does a scan of the table. In
+    (cycle/schedule.py _plain_index_scans), nor does a scan of the table. In
     bench/kueue_baseline.py the planner chose the bitmap scan; here its costs are set so that it
     does not choose the plain index scan either."""
     from bench import harness
-    from jobs import scheduling
 
     team = harness.make_team("dead")
     spec = harness.make_spec("sim.1gpu", 1)
@@ -508,7 +505,7 @@ def test_a_cycle_reads_the_live_pods_with_a_plain_index_scan_where_the_planner_p
     Pod.objects.bulk_create(Pod(pod_id=f"dead-{i}", job=job, role="Worker", index=i, node=node, status="Running")
                             for i in range(1, 2001))
     Pod.objects.filter(pod_id__startswith="dead-", index__gt=100).update(status="Succeeded")
-    query = scheduling._live_pods()
+    query = snapshot._live_pods()
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_pod")  # statistics from while a few pods ran, as in a busy cluster
@@ -521,8 +518,8 @@ def test_a_cycle_reads_the_live_pods_with_a_plain_index_scan_where_the_planner_p
 
     assert "Index Scan using pod_live_bound" not in plan()  # the planner's own choice: a bitmap or a table scan
     plans = []
-    monkeypatch.setattr(scheduling, "_live_pods", lambda: plans.append(plan()) or query)
-    assert len(scheduling._running_pods()) == 100
+    monkeypatch.setattr(snapshot, "_live_pods", lambda: plans.append(plan()) or query)
+    assert len(snapshot._running_pods()) == 100
     assert "Index Scan using pod_live_bound" in plans[0] and "Bitmap" not in plans[0]
     with connection.cursor() as cursor:  # the settings ended with the read
         cursor.execute("SELECT current_setting('enable_bitmapscan'), current_setting('enable_seqscan')")
@@ -530,7 +527,7 @@ def test_a_cycle_reads_the_live_pods_with_a_plain_index_scan_where_the_planner_p
 
 
 def test_the_cycle_starts_a_gang_as_its_rows_say_without_reading_them_back(bob, cycle, sent):
-    """The start messages are built from the waiting jobs the cycle read (jobs/scheduling.py
+    """The start messages are built from the waiting jobs the cycle read (cycle/schedule.py
     _admit_all); they are the ones dispatch.start_messages_for reads from the bound rows."""
     from jobs import dispatch
     from jobs.services import RoleRequest

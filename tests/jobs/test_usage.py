@@ -1,6 +1,6 @@
+from jobs.services import create_job
 from quotas.models import Quota, Workspace
 from quotas.usage import usage_by_quota
-from jobs.services import create_job
 from scheduler import Resources
 from tests.jobs.conftest import CV, make_request
 

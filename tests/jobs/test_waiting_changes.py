@@ -1,4 +1,4 @@
-"""On PostgreSQL a cycle reads only the waiting jobs written since its last read (jobs/waiting.py,
+"""On PostgreSQL a cycle reads only the waiting jobs written since its last read (cycle/waiting.py,
 _changes_since), and misses none: not one written by a transaction that commits after the read
 began, not one that left the queue, not one deleted."""
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs import waiting
+from cycle import waiting
 from jobs.models import Job
 from jobs.services import create_job, stop_job, update_job_priority
 from tests.jobs.conftest import make_request

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from scheduler import (ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG,
-                       KIND_SPOT, SOURCE_PAYG, SOURCE_SPOT, MarketState, Node, PendingJob,
-                       PodRequest, Quota, Resources, RunningPod, Snapshot)
+from scheduler import (
+    ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT, SOURCE_PAYG,
+    SOURCE_SPOT, MarketState, Node, PendingJob, PodRequest, Quota, Resources, RunningPod, Snapshot,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 GPU_TYPE = "ecs.gn7-8xA100"

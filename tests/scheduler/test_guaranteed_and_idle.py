@@ -3,8 +3,9 @@
 import pytest
 
 from scheduler import LINGJUN, plan
-from scheduler.decisions import (NEVER_FITS, NO_IDLE_CAPACITY, PARENT_QUOTA_FULL, QUOTA_FULL,
-                                 UNKNOWN_QUOTA)
+from scheduler.decisions import (
+    NEVER_FITS, NO_IDLE_CAPACITY, PARENT_QUOTA_FULL, QUOTA_FULL, UNKNOWN_QUOTA,
+)
 
 from .builders import NOW, make_job, make_pod, node, quota, snapshot
 

@@ -12,11 +12,14 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import (ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, PendingJob,
-                       PodRequest, Quota, Resources, RunningPod, Snapshot, plan)
-from scheduler.decisions import (HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT,
-                                 WAITING_FOR_TERMINATION)
+from scheduler import (
+    ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, PendingJob, PodRequest, Quota, Resources,
+    RunningPod, Snapshot, plan,
+)
 from scheduler.capacity import CapacityView
+from scheduler.decisions import (
+    HIGHER_PRIORITY, OUTBID, RECLAIMED, STOCK_SHORT, WAITING_FOR_TERMINATION,
+)
 from scheduler.placement import gang_fits, place_gang
 from scheduler.plan import Cycle
 from scheduler.quota_tree import QuotaTree

@@ -3,8 +3,7 @@
 import pytest
 
 from scheduler import plan
-from scheduler.decisions import (HIGHER_PRIORITY, QUOTA_FULL, RECLAIMED,
-                                 WAITING_FOR_TERMINATION)
+from scheduler.decisions import HIGHER_PRIORITY, QUOTA_FULL, RECLAIMED, WAITING_FOR_TERMINATION
 
 from .builders import NOW, make_job, make_pod, node, quota, snapshot
 

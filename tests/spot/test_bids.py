@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from spot.bids import bid_holds, bid_price, market_range, validate_spot_bid
+from market.bids import bid_holds, bid_price, market_range, validate_spot_bid
 
 ON_DEMAND = Decimal("12.5")
 VPC = {"VpcId": "vpc-1", "SwitchId": "vsw-1", "SecurityGroupId": "sg-1"}

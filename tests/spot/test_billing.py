@@ -3,7 +3,9 @@ from decimal import Decimal
 
 import pytest
 
-from spot.billing import POSTPAID, SPOT, DailyBill, PodUsage, PriceSeries, charged_minutes, daily_bills
+from market.billing import (
+    POSTPAID, SPOT, DailyBill, PodUsage, PriceSeries, charged_minutes, daily_bills,
+)
 
 ON_DEMAND = {"ecs.gn7": Decimal("0.10")}  # per node-minute (6.00 an hour)
 

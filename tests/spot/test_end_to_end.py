@@ -1,7 +1,7 @@
 """A spot job through the whole platform: bidding, admission, release, and its bill.
 
 Prices are PriceHistory rows written at controlled times (the market tick is not run), the
-schedule cycle is jobs.scheduling.run_cycle(now=...), and the agent's pod reports go through
+schedule cycle is cycle.schedule.run_cycle(now=...), and the agent's pod reports go through
 jobs.lifecycle; messages to agents are recorded instead of sent.
 """
 
@@ -11,10 +11,10 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 
-from jobs import dispatch, scheduling
+from cycle import tasks as cycle_tasks
+from jobs import dispatch
 from jobs.lifecycle import apply_reports
 from jobs.models import Job, Source
-from jobs.scheduling import run_cycle
 from jobs.services import JobRequest, RoleRequest, create_job
 from jobs.states import JobStatus, PodStatus, PodSubStatus
 from quotas.models import ResourceType
@@ -30,7 +30,7 @@ def agents(monkeypatch):
     """Stop and start messages the platform would send to the node agents."""
     sent = []
     monkeypatch.setattr(dispatch, "send", lambda batch: sent.extend(batch))
-    monkeypatch.setattr(scheduling, "_request_now", lambda: None)
+    monkeypatch.setattr("jobs.cycle_requests._request_now", lambda: None)
     return sent
 
 
@@ -38,7 +38,7 @@ def agents(monkeypatch):
 def cycle(django_capture_on_commit_callbacks):
     def run(now: datetime):
         with django_capture_on_commit_callbacks(execute=True):
-            run_cycle(now=now)
+            cycle_tasks.process_cycle.run(now=now)
     return run
 
 
@@ -46,7 +46,7 @@ def cycle(django_capture_on_commit_callbacks):
 def report(django_capture_on_commit_callbacks):
     """Every current-or-terminating live pod of the job reports ``status`` at ``when``."""
     def send(job: Job, status: str, when: datetime):
-        pods = job.pods.filter(status__in=dispatch.LIVE_STATUSES, node__isnull=False)
+        pods = job.pods.holding()
         items = [{"pod_id": p.pod_id, "status": status, "exit_code": None if status == PodStatus.RUNNING else 137,
                   "at": when.isoformat()} for p in pods]
         with django_capture_on_commit_callbacks(execute=True):

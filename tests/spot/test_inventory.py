@@ -1,6 +1,8 @@
 import pytest
 
-from spot.inventory import CLOSED_WITH_STOCK, WITH_STOCK, WITHOUT_STOCK, reserve, spot_shortage, stock_status
+from market.inventory import (
+    CLOSED_WITH_STOCK, WITH_STOCK, WITHOUT_STOCK, reserve, spot_shortage, stock_status,
+)
 
 # Pool of 20 units, default reserve 10 % = 2 units kept free for pay-as-you-go.
 CASES = [

@@ -4,22 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spot.market import (
-    CEILING,
-    FLOOR,
-    MarketParams,
-    MarketState,
-    PoolObservation,
-    average_price,
-    initial_state,
-    market_price,
-    noise,
-    queued_demand,
-    step,
-    target_ratio,
-    tick_of,
-    time_of,
-    utilization,
+from market.engine import (
+    CEILING, FLOOR, MarketParams, MarketState, PoolObservation, average_price, initial_state,
+    market_price, noise, queued_demand, step, target_ratio, tick_of, time_of, utilization,
 )
 
 counts = st.integers(min_value=0, max_value=200)

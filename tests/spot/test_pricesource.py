@@ -3,8 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from spot.market import MarketState, PoolObservation, initial_state, step, tick_of
-from spot.pricesource import ChangePoint, ModelPriceSource, PriceSource, ReplayPriceSource, load_gcp_history
+from market.engine import MarketState, PoolObservation, initial_state, step, tick_of
+from market.pricesource import (
+    ChangePoint, ModelPriceSource, PriceSource, ReplayPriceSource, load_gcp_history,
+)
 
 REAL_HISTORY = Path(__file__).resolve().parents[3] / "shared" / "data" / "gcp_gpu_spot_price_history.csv"
 HEADER = "snapshot_date,commit_time,commit,machine_type,accelerators,region,hour_ondemand_usd,hour_spot_usd\n"

@@ -148,15 +148,6 @@ def test_pruning_the_snapshot_changes_no_decision(write_trace):
     assert sum(r.preemptions for r in fast.jobs) > 0  # the borrow policies did reclaim
 
 
-def test_the_tracesim_package_imports_no_django():
-    import json
-    import subprocess
-    import sys
-    code = "import json, sys, tracesim.report; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert not [m for m in json.loads(out) if m.split(".")[0] in ("django", "console")]
-
 
 @pytest.mark.parametrize("bad", [{"oversold_type": "Sometimes"}, {"priority": "12"}])
 def test_a_bad_optional_column_value_is_reported_not_replayed(write_trace, bad):

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from console.models import AccessKey
+from apikit.models import AccessKey
 from quotas.models import Membership
 
 

@@ -2,11 +2,10 @@
 
 import os  # OpenDLC: the only changes are the endpoint and the workspace id, read from the environment
 
-from alibabacloud_tea_openapi.models import Config
 from alibabacloud_credentials.client import Client as CredClient
-
 from alibabacloud_pai_dlc20201203.client import Client as DLCClient
 from alibabacloud_pai_dlc20201203.models import CreateJobRequest
+from alibabacloud_tea_openapi.models import Config
 
 region_id = '<region-id>'  # The ID of the region in which the DLC job resides, such as cn-hangzhou. 
 cred = CredClient()

@@ -1,0 +1,231 @@
+"""DLC 2020-12-03 job actions: CreateJob, GetJob, ListJobs, StopJob, DeleteJob, UpdateJob,
+GetJobEvents, GetPodLogs, GetPodEvents (methods, paths and keys as docs/api-map.md lists them).
+
+Thin views: parse the SDK's request, call jobs.services, shape the answer with api.job_shapes.
+A caller sees only jobs of workspaces it belongs to; any other job id answers 404 exactly like a
+job that does not exist, so ids of other teams' jobs cannot be probed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from api import job_shapes as shapes
+from apikit import params
+from apikit.errors import ApiError, forbidden, invalid, invalid_fields, not_found
+from apikit.pagination import page_of, paginate
+from apikit.schema import PAGING, sdk_action
+from apikit.views import SdkView
+from jobs import services
+from jobs.logs import read_logs
+from jobs.models import Job, Pod
+
+LIST_WINDOW = timedelta(days=7)  # ListJobs without StartTime/EndTime: jobs created in the last 7 days
+MAX_EVENTS = 2000
+MAX_LOG_LINES = 2000
+LOG_BYTES = 4 * 1024 * 1024
+JOB_SORT = {"GmtCreateTime": "created_at", "GmtFinishTime": "finished_at", "DisplayName": "display_name",
+            "JobType": "job_type", "Status": "status"}
+
+
+def _with_shape_data(jobs, *, detail: bool):
+    pods = Pod.objects.select_related("node") if detail else Pod.objects.filter(current=True).select_related("node")
+    jobs = jobs.select_related("workspace", "quota", "user").prefetch_related(
+        "specs__spec", Prefetch("pods", queryset=pods)
+    )
+    return jobs.prefetch_related("status_history", "restarts") if detail else jobs
+
+
+def get_visible_job(user, job_id: str, *, detail: bool = False) -> Job:
+    job = _with_shape_data(services.visible_jobs(user), detail=detail).filter(job_id=job_id).first()
+    if job is None:
+        raise not_found("Job", job_id)
+    return job
+
+
+def _refused(exc: services.ValidationFailed) -> ApiError:
+    errors = {shapes.api_field(k): v for k, v in exc.errors.items()}
+    if list(errors) == ["Status"]:
+        return ApiError("IncorrectStatus.Job", errors["Status"])
+    return invalid_fields(errors)
+
+
+def _call(fn, *args):
+    """Run a service function; its refusals become the SDK's 400 / 403."""
+    try:
+        return fn(*args)
+    except services.ValidationFailed as exc:
+        raise _refused(exc) from None
+    except PermissionDenied as exc:
+        raise forbidden(str(exc)) from None
+
+
+class JobsView(SdkView):
+    """POST /api/v1/jobs (CreateJob), GET /api/v1/jobs (ListJobs)."""
+
+    @sdk_action("CreateJob", "Submit a job (WorkspaceId optional: the caller's default workspace)", body=True)
+    def post(self, request):
+        job = _call(services.create_job, request.user, shapes.job_request(self.body(request)))
+        return self.reply(request, {"JobId": job.job_id})
+
+    @sdk_action("ListJobs", "Jobs of the caller's workspaces; without StartTime/EndTime the last 7 days", query=(
+        *PAGING, "Status", "DisplayName", "DisplayNameSearchMode", "ResourceId", "ResourceIds", "WorkspaceId",
+        "OversoldInfo", "PaymentType", "JobId", "JobIds", "JobType", "Username", "ResourceQuotaName", "ShowOwn",
+        "UserIdForFilter", "StartTime", "EndTime", "TimeRangeField"))
+    def get(self, request):
+        q = request.query_params
+        jobs = _filtered_jobs(request.user, q)
+        field = JOB_SORT[params.choice(q, "SortBy", JOB_SORT, default="GmtCreateTime")]
+        prefix = "-" if params.order(q) == "desc" else ""
+        jobs = jobs.order_by(f"{prefix}{field}", f"{prefix}pk")
+        rows, total = paginate(_with_shape_data(jobs, detail=False), page_of(q, max_size=100))
+        return self.reply(request, {"Jobs": [shapes.job_item(job) for job in rows], "TotalCount": total})
+
+
+def _filtered_jobs(user, q):
+    jobs = services.visible_jobs(user)
+    jobs = _time_window(jobs, q)
+    exact = {"JobId": "job_id", "JobType": "job_type", "ResourceId": "quota__quota_id"}
+    for name, field in exact.items():
+        if value := params.text(q, name):
+            jobs = jobs.filter(**{field: value})
+    for name, field in {"JobIds": "job_id", "ResourceIds": "quota__quota_id", "Status": "status"}.items():
+        if values := params.listed(q, name):
+            jobs = jobs.filter(**{f"{field}__in": values})
+    if workspace := params.text(q, "WorkspaceId"):
+        jobs = jobs.filter(workspace_id=int(workspace)) if workspace.isdigit() else jobs.none()
+    if name := params.text(q, "DisplayName"):
+        exact_name = (params.text(q, "DisplayNameSearchMode") or "").lower() in ("exact", "exactmatch")
+        jobs = jobs.filter(display_name=name) if exact_name else jobs.filter(display_name__icontains=name)
+    if oversold := params.choice(q, "OversoldInfo", ("ForbiddenQuotaOverSold", "ForceQuotaOverSold",
+                                                    "AcceptQuotaOverSold-true", "AcceptQuotaOverSold-false")):
+        jobs = jobs.filter(**shapes.oversold_filter(oversold))
+    if payment := params.choice(q, "PaymentType", shapes.PAYMENT_TYPES):
+        jobs = jobs.filter(source=shapes.PAYMENT_TYPES[payment])
+    if username := params.text(q, "Username"):
+        jobs = jobs.filter(user__username__icontains=username)
+    if quota_name := params.text(q, "ResourceQuotaName"):
+        jobs = jobs.filter(quota__name__icontains=quota_name)
+    if params.boolean(q, "ShowOwn", default=False):
+        jobs = jobs.filter(user=user)
+    if (owner := params.text(q, "UserIdForFilter")) is not None:
+        jobs = jobs.filter(user_id=int(owner)) if owner.isdigit() else jobs.none()
+    return jobs
+
+
+def _time_window(jobs, q):
+    field = params.choice(q, "TimeRangeField", ("GmtCreateTime", "GmtFinishTime", "GmtRunningTime"),
+                          default="GmtCreateTime")
+    column = {"GmtCreateTime": "created_at", "GmtFinishTime": "finished_at", "GmtRunningTime": "running_at"}[field]
+    end = params.timestamp(q, "EndTime") or timezone.now()
+    start = params.timestamp(q, "StartTime") or timezone.now() - LIST_WINDOW
+    if start > end:
+        raise invalid("StartTime", f"must not be after EndTime ({params.fmt_time(end)})")
+    return jobs.filter(**{f"{column}__gte": start, f"{column}__lte": end})
+
+
+class JobView(SdkView):
+    """GET (GetJob), PUT (UpdateJob), DELETE (DeleteJob) /api/v1/jobs/{JobId}."""
+
+    @sdk_action("GetJob", "One job with its specs, pods (and earlier incarnations), history and restarts",
+                query=("NeedDetail",))
+    def get(self, request, job_id):
+        params.boolean(request.query_params, "NeedDetail")  # everything is always included; still checked
+        job = get_visible_job(request.user, job_id, detail=True)
+        return self.reply(request, shapes.job_detail(job))
+
+    @sdk_action("UpdateJob", "Change a job's Priority", body=True)
+    def put(self, request, job_id):
+        job = get_visible_job(request.user, job_id)
+        body = self.body(request)
+        fixed = {f: "cannot be changed after the job was created; UpdateJob changes Priority"
+                 for f in ("JobSpecs", "UserCommand", "Description", "Accessibility") if params.given(body.get(f))}
+        if fixed:
+            raise invalid_fields(fixed)
+        if not params.given(body.get("Priority")):
+            raise invalid("Priority", "is required: the new priority, an integer from 1 to 9")
+        _call(services.update_job_priority, request.user, job, body["Priority"])
+        return self.reply(request, {"JobId": job.job_id})
+
+    @sdk_action("DeleteJob", "Delete a waiting or ended job")
+    def delete(self, request, job_id):
+        job = get_visible_job(request.user, job_id)
+        _call(services.delete_job, request.user, job)
+        return self.reply(request, {"JobId": job_id})
+
+
+class StopJobView(SdkView):
+    """POST /api/v1/jobs/{JobId}/stop (StopJob)."""
+
+    @sdk_action("StopJob", "Stop a job")
+    def post(self, request, job_id):
+        job = get_visible_job(request.user, job_id)
+        _call(services.stop_job, request.user, job)
+        return self.reply(request, {"JobId": job.job_id})
+
+
+def _events(rows, q) -> list[str]:
+    if start := params.timestamp(q, "StartTime"):
+        rows = rows.filter(at__gte=start)
+    if end := params.timestamp(q, "EndTime"):
+        rows = rows.filter(at__lte=end)
+    limit = params.integer(q, "MaxEventsNum", default=MAX_EVENTS, low=1, high=MAX_EVENTS)
+    return [f"{params.fmt_time(e.at)} {e.type} {e.reason} {e.message}".rstrip() for e in rows.order_by("at", "pk")[:limit]]
+
+
+class JobEventsView(SdkView):
+    """GET /api/v1/jobs/{JobId}/events (GetJobEvents): one line per event, oldest first."""
+
+    @sdk_action("GetJobEvents", "The job's events, one line each", query=("StartTime", "EndTime", "MaxEventsNum"))
+    def get(self, request, job_id):
+        job = get_visible_job(request.user, job_id)
+        return self.reply(request, {"JobId": job.job_id, "Events": _events(job.events.all(), request.query_params)})
+
+
+def _pod(job: Job, pod_id: str, pod_uid: str | None) -> Pod:
+    """The pod's current incarnation, or the incarnation PodUid names (GetJob's HistoryPods)."""
+    pods = Pod.objects.filter(job=job)
+    if pod_uid:
+        pod = next((p for p in pods if shapes.pod_uid(p) == pod_uid), None)
+    else:
+        pod = pods.filter(pod_id=pod_id).order_by("-current", "-incarnation").first()
+    if pod is None:
+        raise not_found("Pod", pod_uid or pod_id)
+    return pod
+
+
+class PodLogsView(SdkView):
+    """GET /api/v1/jobs/{JobId}/pods/{PodId}/logs (GetPodLogs): the first MaxLines lines of the log."""
+
+    @sdk_action("GetPodLogs", "A pod's log lines", query=("PodUid", "MaxLines", "DownloadToFile", "Containers"))
+    def get(self, request, job_id, pod_id):
+        q = request.query_params
+        job = get_visible_job(request.user, job_id)
+        pod = _pod(job, pod_id, params.text(q, "PodUid"))
+        max_lines = params.integer(q, "MaxLines", default=MAX_LOG_LINES, low=1, high=100000)
+        params.boolean(q, "DownloadToFile")
+        lines = read_logs(pod, 0, LOG_BYTES).lines[:max_lines]
+        return self.reply(request, {
+            "JobId": job.job_id, "PodId": pod.pod_id, "PodUid": shapes.pod_uid(pod), "Logs": lines,
+            "Containers": params.text(q, "Containers"),
+            "ContainerInfo": {"MainContainer": job.job_type.removesuffix("Job").lower(), "SidecarContainers": []},
+        })
+
+
+class PodEventsView(SdkView):
+    """GET /api/v1/jobs/{JobId}/pods/{PodId}/events (GetPodEvents)."""
+
+    @sdk_action("GetPodEvents", "A pod's events, one line each", query=("PodUid", "StartTime", "EndTime", "MaxEventsNum"))
+    def get(self, request, job_id, pod_id):
+        q = request.query_params
+        job = get_visible_job(request.user, job_id)
+        pod = _pod(job, pod_id, params.text(q, "PodUid"))
+        return self.reply(request, {
+            "JobId": job.job_id, "PodId": pod.pod_id, "PodUid": shapes.pod_uid(pod),
+            "Events": _events(pod.events.all(), q),
+        })
+

@@ -1,0 +1,125 @@
+"""Read query and body values the way the SDK sends them, with errors that name the field.
+
+The SDK sends every query value as `str(v)`: booleans as `True`/`False`, numbers as `10`/`0.4`,
+and multi-value filters as comma-separated strings. An empty value counts as not given.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from apikit.errors import invalid
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def text(query: Mapping, name: str) -> str | None:
+    value = query.get(name)
+    value = value.strip() if isinstance(value, str) else value
+    return value or None
+
+
+def listed(query: Mapping, name: str) -> list[str]:
+    """A comma-separated filter (`JobIds=a,b`) as a list; [] when not given."""
+    value = text(query, name)
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def integer(query: Mapping, name: str, *, default: int | None = None, low: int | None = None,
+            high: int | None = None) -> int | None:
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or (low is not None and number < low) or (high is not None and number > high):
+        raise invalid(name, f"must be an integer{_range(low, high)}, got {value!r}")
+    return number
+
+
+def boolean(query: Mapping, name: str, *, default: bool | None = None) -> bool | None:
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise invalid(name, f"must be true or false, got {value!r}")
+
+
+def choice(query: Mapping, name: str, allowed: Iterable[str], *, default: str | None = None,
+           case_insensitive: bool = False) -> str | None:
+    value = text(query, name)
+    if value is None:
+        return default
+    allowed = list(allowed)
+    for option in allowed:
+        if value == option or (case_insensitive and value.lower() == option.lower()):
+            return option
+    raise invalid(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def timestamp(query: Mapping, name: str) -> datetime | None:
+    """ISO 8601 (`2026-12-01T10:00:00Z`); an offset is honoured, no offset means UTC."""
+    value = text(query, name)
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise invalid(name, f"must be a time in ISO 8601 UTC, yyyy-MM-ddTHH:mm:ssZ, got {value!r}") from None
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
+def order(query: Mapping, *, default: str = "desc") -> str:
+    return choice(query, "Order", ("desc", "asc"), default=default, case_insensitive=True)
+
+
+def fmt_time(at: datetime | None) -> str | None:
+    """The SDK's time format: ISO 8601 UTC to the second."""
+    return at.astimezone(timezone.utc).strftime(TIME_FORMAT) if at else None
+
+
+def given(value: Any) -> bool:
+    """False for None and for the empty lists / maps / strings a `from_map` request carries."""
+    return value is not None and value != [] and value != {} and value != ""
+
+
+def _range(low, high) -> str:
+    if low is not None and high is not None:
+        return f" between {low} and {high}"
+    if low is not None:
+        return f" of at least {low}"
+    if high is not None:
+        return f" of at most {high}"
+    return ""
+
+
+def cpu_amount(millicores: int) -> str:
+    """PaiStudio/DLC resource strings: '96' cores, or '3500m' when not whole."""
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def memory_amount(mib: int) -> str:
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+_MEMORY = re.compile(r"^(\d+)\s*(Gi|Mi)?$")
+
+
+def memory_mib(name: str, value: Any) -> int:
+    """memory_amount's inverse for a required field: '32Gi' or '512Mi' (a plain number is GiB)."""
+    if not given(value):
+        raise invalid(name, "is required, e.g. 32Gi or 512Mi (a plain number is GiB)")
+    m = _MEMORY.match(str(value).strip())
+    if m is None:
+        raise invalid(name, f"must be an amount such as 32Gi or 512Mi (a plain number is GiB), got {value!r}")
+    return int(m[1]) * (1 if m[2] == "Mi" else 1024)

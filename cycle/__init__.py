@@ -1,0 +1,1 @@
+"""The schedule cycle against the database: snapshot -> scheduler.plan -> apply -> dispatch."""

@@ -1,0 +1,1 @@
+"""Generic database utilities: writing many rows of any model in a few statements."""

@@ -58,30 +58,17 @@ gc_clock = GcClock()
 
 
 def timed_cycle(now=None) -> dict:
-    from django.db import transaction
-    from django.utils import timezone
-
-    import scheduler
-    from cycle import apply as cycle_apply
-    from cycle import schedule
+    """One cycle of this process's scheduler (cycle/schedule.py), its start messages not sent."""
     from cycle import tasks as cycle_tasks
 
-    now = now or timezone.now()
     gc_clock.reset()
-    t = [time.perf_counter()]
-    with transaction.atomic():
-        schedule.serialize_cycles()
-        snapshot = cycle_tasks.process_cycle.build_snapshot(now)
-        t.append(time.perf_counter())
-        decisions = scheduler.plan(snapshot, now)
-        t.append(time.perf_counter())
-        cycle_apply.apply(decisions, now, cycle_tasks.process_cycle.waiting)  # messages are not sent: no agent here
-        t.append(time.perf_counter())
-    cycle_tasks.process_cycle.store_wait_reasons(decisions, now)
-    t.append(time.perf_counter())
-    return {"admitted": len(decisions.admissions), "snapshot": t[1] - t[0], "plan": t[2] - t[1],
-            "apply": t[3] - t[2], "commit": t[4] - t[3], "total": t[4] - t[0], "gc": gc_clock.seconds,
-            "gc2": gc_clock.full}
+    with mock.patch("jobs.dispatch.send"):  # no agent here
+        decisions = cycle_tasks.process_cycle.run(now)
+    steps = cycle_tasks.process_cycle.last_steps
+    return {"admitted": len(decisions.admissions), "snapshot": steps["lock"] + steps["snapshot"],
+            "plan": steps["plan"], "apply": steps["apply"],
+            "commit": steps["commit and send"] + steps["wait reasons"], "total": steps["total"],
+            "gc": gc_clock.seconds, "gc2": gc_clock.full}
 
 
 def finish_bound(now=None) -> float:

@@ -44,6 +44,8 @@ PACE_MAX_S = 0.5
 # long as they were written less than this long ago: writing them is a large share of a busy
 # cycle, and they decide nothing. Nothing is lost: each write compares with what was last written.
 REASONS_DEFER_MAX_S = 3.0
+# What ScheduleCycle.last_steps and the cycle's log line time, in order.
+STEPS = ("lock", "snapshot", "plan", "apply", "commit and send", "wait reasons")
 
 
 class ScheduleCycle:
@@ -54,6 +56,7 @@ class ScheduleCycle:
         self.waiting = WaitingJobs()
         self.contention = Contention()
         self.rest_until = 0.0
+        self.last_steps: dict[str, float] = {}  # seconds each step of the last cycle took
 
     def run_paced(self) -> scheduler.Decisions:
         """The schedule task: rest (requests meanwhile join this cycle), then one cycle. A cycle
@@ -100,12 +103,12 @@ class ScheduleCycle:
         if not deferred:
             self.store_wait_reasons(decisions, now)
         t.append(time.perf_counter())
+        self.last_steps = {"total": t[-1] - t[0], **dict(zip(STEPS, (b - a for a, b in itertools.pairwise(t))))}
         # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
         level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
-        log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (lock %.3f, "
-                "snapshot %.3f, plan %.3f, apply %.3f, commit and send %.3f, wait reasons %.3f)",
-                len(cluster.jobs), len(decisions.admissions), len(decisions.preemptions), t[-1] - t[0],
-                *(b - a for a, b in itertools.pairwise(t)))
+        log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (%s)",
+                len(cluster.jobs), len(decisions.admissions), len(decisions.preemptions), self.last_steps["total"],
+                ", ".join(f"{step} {self.last_steps[step]:.3f}" for step in STEPS))
         return decisions
 
     def build_snapshot(self, now) -> scheduler.Snapshot:

@@ -331,7 +331,7 @@ def _versions() -> tuple[dict[int, tuple[str, str]], int | None, int | None]:
             cursor.execute(f"SELECT {q('id')}, {q('job_id')}, CAST({q('modified_at')} AS text) "
                            f"FROM {q(Job._meta.db_table)} WHERE {q('status')} IN {waiting}")
             return {pk: (job_id, modified) for pk, job_id, modified in cursor.fetchall()}, None, None
-        cursor.execute(f"SELECT scheduler.xmin, scheduler.deletes, j.id, j.job_id, CAST(j.modified_at AS text) FROM ({_SINCE_SQL}) s "
+        cursor.execute(f"SELECT s.xmin, s.deletes, j.id, j.job_id, CAST(j.modified_at AS text) FROM ({_SINCE_SQL}) s "
                        f"LEFT JOIN {q(Job._meta.db_table)} j ON j.status IN {waiting}")
         rows = cursor.fetchall()
         return {pk: (job_id, modified) for _, _, pk, job_id, modified in rows if pk is not None}, *rows[0][:2]
@@ -358,7 +358,7 @@ def _changes_since(xmin: int) -> tuple[list[tuple[int, str, str, bool]], int, in
         # prepares a statement run five times, and PostgreSQL's generic plan for an open-ended
         # `>= $1` was a scan of the whole table, 12 ms of PostgreSQL at 15,000 jobs and a tenth of
         # a cycle while the Kueue baseline's backlog drained.
-        cursor.execute(f"SELECT scheduler.xmin, scheduler.deletes, j.id, j.job_id, CAST(j.modified_at AS text), j.status IN {_WAITING_SQL} "
+        cursor.execute(f"SELECT s.xmin, s.deletes, j.id, j.job_id, CAST(j.modified_at AS text), j.status IN {_WAITING_SQL} "
                        f"FROM ({_SINCE_SQL}) s LEFT JOIN {q(Job._meta.db_table)} j ON j.change_xid >= %s "
                        "AND j.change_xid <= GREATEST(pg_snapshot_xmax(pg_current_snapshot()), "
                        "pg_current_xact_id_if_assigned())::text::bigint", [xmin])

@@ -363,7 +363,9 @@ def _changes_since(xmin: int) -> tuple[list[tuple[int, str, str, bool]], int, in
                        "AND j.change_xid <= GREATEST(pg_snapshot_xmax(pg_current_snapshot()), "
                        "pg_current_xact_id_if_assigned())::text::bigint", [xmin])
         rows = cursor.fetchall()
-    return [row[2:] for row in rows if row[2] is not None], rows[0][1], rows[0][0]
+    this_xmin, deletes = rows[0][:2]  # the same in every row
+    return [(pk, job_id, modified, waits) for _, _, pk, job_id, modified, waits in rows if pk is not None], \
+        deletes, this_xmin
 
 
 _WAITING_SQL = "(" + ", ".join(f"'{w}'" for w in sorted(WAITING)) + ")"  # constants: one statement text
@@ -401,9 +403,9 @@ def _read_details(pks: list[int]) -> list[_Entry]:
     # time (Kueue's eviction timestamp): else a preempted borrower, older than the lender's job
     # that reclaimed its node, would take the freed node straight back and be preempted again.
     jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).order_by().annotate(
-        requeued_at=Max("restarts__at")).values_list(
-        "pk", "job_id", Cast("modified_at", TextField()), "requeued_at", "submitted_at", "created_at", "quota__name",
-        "workspace_id", "oversold_type", "priority", "source")
+        requeued_at=Max("restarts__at"), modified=Cast("modified_at", TextField())).values_list(
+        "pk", "job_id", "modified", "requeued_at", "submitted_at", "created_at", "quota__name", "workspace_id",
+        "oversold_type", "priority", "source", named=True)
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
     roles: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for job, role, itype, limit, discount, on_demand, command in JobSpec.objects.filter(job_id__in=pks).order_by(
@@ -420,17 +422,17 @@ def _read_details(pks: list[int]) -> list[_Entry]:
         itype = specs[job][role][0] if role in specs[job] else None
         pods[job].append(scheduler.PodRequest(role, index, scheduler.Resources(gpu, cpu_m, mem_mib), itype))
         unplaced[job][role, index] = WaitingPod(pk, pod_id, incarnation)
-    return [_Entry(row[0], (row[1], row[2]), _pending_job(row, specs[row[0]], pods[row[0]]) if pods[row[0]] else None,
-                   unplaced[row[0]], tuple(roles[row[0]]))
+    return [_Entry(row.pk, (row.job_id, row.modified),
+                   _pending_job(row, specs[row.pk], pods[row.pk]) if pods[row.pk] else None,
+                   unplaced[row.pk], tuple(roles[row.pk]))
             for row in jobs]
 
 
-def _pending_job(row: tuple, specs: dict[str, tuple[str, Decimal | None]], pods: list[scheduler.PodRequest]
+def _pending_job(row, specs: dict[str, tuple[str, Decimal | None]], pods: list[scheduler.PodRequest]
                  ) -> scheduler.PendingJob:
-    _, job_id, _, requeued_at, submitted_at, created_at, quota, workspace, oversold, priority, source = row
     bids = [bid for _, bid in specs.values() if bid is not None]
     return scheduler.PendingJob(
-        job_id, requeued_at or submitted_at or created_at, tuple(pods), quota, str(workspace), oversold, priority,
-        SOURCES.get(source, scheduler.SOURCE_QUOTA),
-        min(bids) if source == Source.SPOT and bids else None,  # the gang pays its lowest bid
+        row.job_id, row.requeued_at or row.submitted_at or row.created_at, tuple(pods), row.quota__name,
+        str(row.workspace_id), row.oversold_type, row.priority, SOURCES.get(row.source, scheduler.SOURCE_QUOTA),
+        min(bids) if row.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
     )

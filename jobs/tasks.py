@@ -1,6 +1,6 @@
-"""Celery tasks of the jobs app: thin wrappers over cycle/schedule.py and jobs/lifecycle.py.
+"""Celery tasks of the jobs app: thin wrappers over jobs/lifecycle.py, hang.py, logs.py, nodes.py.
+The schedule task is the cycle's (cycle/tasks.py).
 
-    jobs.tasks.schedule                  queue 'scheduler'  one schedule cycle (beat + request_cycle)
     jobs.tasks.enforce_max_running_time  queue 'scheduler'  beat: stop jobs past their limit
     jobs.tasks.detect_hangs              queue 'scheduler'  beat: AIMaster restarts hung jobs
     jobs.pod_reports                     queue 'default'    agent -> platform: [{pod_id, status, ...}]

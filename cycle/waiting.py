@@ -1,8 +1,7 @@
 """The waiting jobs as the schedule cycle sees them, kept by the scheduler process between cycles.
 
-Reading every waiting job with its roles and pods each cycle, and rewriting their wait reasons,
-was most of a cycle's time and most of PostgreSQL's work once thousands of jobs waited
-(bench/kueue_baseline.py: 15,000 jobs, about 50 job-row updates each). So a cycle:
+Reading every waiting job in full and rewriting every wait reason each cycle cost most of a cycle
+once thousands of jobs waited (figures: docs/performance.md), so a cycle:
 
   * reads the waiting jobs' (pk, job id, modified_at) only, and the details (roles, pods, the
     time of the latest restart) of just the jobs it has not seen at that version. A waiting job
@@ -13,18 +12,14 @@ was most of a cycle's time and most of PostgreSQL's work once thousands of jobs 
   * writes a job's wait reason and queue position only when they changed since what this
     process wrote (remembered once the cycle commits): a new job or a new reason code at once;
     a new position at the head of its queue (the first POSITIONS_EXACT) at most every
-    HEAD_MOVES_EVERY_S (each admission moves every position behind it: while the Kueue
-    baseline's large jobs ran, every cycle rewrote ten positions of each of its 30 queues, and
-    writing reasons took a third of a cycle, 0.10-0.16 s of 0.30-0.37 s, two thirds of that in
-    the row updates); any other change (a deeper position, new numbers in the same reason) at
-    the next refresh, every POSITIONS_REFRESH_S. The refresh compares with the stored rows
-    themselves, so it also repairs what another scheduler process or a rolled-back cycle left
-    behind. Kueue, for comparison, publishes the first 10 pending workloads of a queue, every
-    5 s (QueueVisibility maxCount, updateIntervalSeconds). Rewriting every changed reason each
-    5 s was 338,000 row updates, a fifth of PostgreSQL's time, in bench/kueue_baseline.py.
+    HEAD_MOVES_EVERY_S, since each admission moves every position behind it; any other change
+    (a deeper position, new numbers in the same reason) at the next refresh, every
+    POSITIONS_REFRESH_S. The refresh compares with the stored rows themselves, so it also repairs
+    what another scheduler process or a rolled-back cycle left behind. Kueue, for comparison,
+    publishes the first 10 pending workloads of a queue every 5 s (QueueVisibility maxCount,
+    updateIntervalSeconds).
   * spreads a refresh over cycles: each cycle refreshes the next REFRESH_CHUNK waiting jobs (in
     pk order) until all have been, so that no one cycle reads and rewrites every waiting row.
-    With 7,000 waiting that burst took a cycle 0.9 s on its own, 2 s under load, every 10 s.
     And the refresh writes a deep position only once it moved by more than a tenth
     (POSITIONS_MOVED): jobs admitted ahead shift every position behind them, and "4,512th"
     against "4,480th" tells a user nothing that justifies rewriting thousands of rows.
@@ -32,14 +27,13 @@ was most of a cycle's time and most of PostgreSQL's work once thousands of jobs 
   * plans only the head of each quota's queue, in the queue's order (priority, then submit
     time): its first QUEUE_DEPTH jobs, or an equal share of PLAN_BUDGET if that is more. The
     others are not in the snapshot, and get a wait reason and position from here. A cycle's
-    cost grew with the whole backlog, and its length is the loop every freed node waits on: in
-    bench/kueue_baseline.py 10,000 waiting jobs made cycles of 0.4-0.6 s and the backlog drained
-    at 128 jobs/s with 40 % of the capacity idle. Slurm's main scheduler tests the first
-    default_queue_depth=100 jobs a pass; Kueue takes each queue's head. The cost: a job deeper
-    than that in its queue is not backfilled this cycle, even if it would fit; it is planned once
-    it moves up. When a cycle admits every planned job of such a queue, the next cycle follows at
-    once (scheduling.run_paced_cycle), so a free cluster still fills at the rate of back-to-back
-    cycles. Spot and pay-as-you-go jobs are all planned (the market ranks every bid).
+    length is the loop every freed node waits on, and planning the whole backlog made it grow
+    with the backlog. Slurm's main scheduler tests the first default_queue_depth=100 jobs a pass;
+    Kueue takes each queue's head. The cost: a job deeper than that in its queue is not
+    backfilled this cycle, even if it would fit; it is planned once it moves up. When a cycle
+    admits every planned job of such a queue, the next cycle follows at once
+    (ScheduleCycle.run_paced), so a free cluster still fills at the rate of back-to-back cycles.
+    Spot and pay-as-you-go jobs are all planned (the market ranks every bid).
 
 Everything is checked against the database each cycle, so nothing here can make a decision on
 stale data: the memory only saves reading and writing what has not changed.
@@ -235,9 +229,8 @@ class WaitingJobs:
         The message names no count, so that only the position (see store) changes as they move up.
 
         Only for the jobs store() may write: one that already has this reason at a position past
-        POSITIONS_EXACT, and is not being refreshed, keeps it. With 10,000 jobs deep in their
-        queues, building every one's reason each cycle, to write almost none, was a tenth of the
-        scheduler's time in bench/kueue_baseline.py."""
+        POSITIONS_EXACT, and is not being refreshed, keeps it: building every deep job's reason
+        each cycle, to write almost none, cost a long backlog's scheduler dearly."""
         ahead = Counter(w.queue for w in planned)
         reasons = []
         for queue, entries in self._deeper.items():
@@ -282,8 +275,8 @@ class WaitingJobs:
 class _Queues:
     """The waiting entries that have a job: per quota queue, kept in the queue's order
     (scheduler.plan.job_order) as entries come and go, and the others (spot, pay-as-you-go), which
-    are all planned. Sorting the 30 queues of 13,000 waiting jobs afresh each cycle was 12-16 ms
-    (bench/kueue_baseline.py's backlog); a cycle adds and removes a few hundred."""
+    are all planned. Kept sorted, because a cycle adds and removes a few hundred entries while
+    sorting a long backlog afresh each cycle costs far more."""
 
     def __init__(self):
         self.queues: dict[str, list[_Entry]] = {}
@@ -349,15 +342,14 @@ def _changes_since(xmin: int) -> tuple[list[tuple[int, str, str, bool]], int, in
     or by a transaction still open then, has an id of at least that xmin, whenever it commits. A
     timestamp watermark (modified_at) has no such guarantee: a row is stamped before its
     transaction commits. Another trigger counts the statements that delete jobs, which leave no
-    row behind. Reading every waiting job's version each cycle instead was 40-60 ms of a cycle
-    with 13,000 waiting (bench/kueue_baseline.py), most of its snapshot."""
+    row behind. Reading every waiting job's version each cycle instead was most of a long
+    backlog's snapshot."""
     q = connection.ops.quote_name
     with connection.cursor() as cursor:
         # The upper bound leaves out nothing visible (a transaction at or past the snapshot's xmax,
         # but this one, is not visible to it) and lets a generic plan use the index: psycopg
         # prepares a statement run five times, and PostgreSQL's generic plan for an open-ended
-        # `>= $1` was a scan of the whole table, 12 ms of PostgreSQL at 15,000 jobs and a tenth of
-        # a cycle while the Kueue baseline's backlog drained.
+        # `>= $1` scanned the whole table.
         cursor.execute(f"SELECT s.xmin, s.deletes, j.id, j.job_id, CAST(j.modified_at AS text), j.status IN {_WAITING_SQL} "
                        f"FROM ({_SINCE_SQL}) s LEFT JOIN {q(Job._meta.db_table)} j ON j.change_xid >= %s "
                        "AND j.change_xid <= GREATEST(pg_snapshot_xmax(pg_current_snapshot()), "

@@ -19,14 +19,12 @@ except ConfigError as exc:
     sys.exit(f"opendlc: configuration error: {exc}")
 
 # CPython's cyclic garbage collector, as every worker sets it at start (web processes keep the
-# defaults). A schedule cycle with 10,000 waiting jobs builds hundreds of thousands of short-lived
-# rows and tuples; with the default thresholds (700, 10, 10) they set off a collection of the
-# young generations every few hundred objects and a full one every second or third cycle, 0.11-
-# 0.19 s each: a sixth to a quarter of the mean cycle (bench/cycle_profile.py --kueue --python-gc
-# against without). So what the worker loaded at start (Django, Celery, the modules) is frozen
-# out of the collector's scans, and a collection waits for 50,000 new objects. Nearly all of them
-# are freed by reference counting long before that; only garbage in reference cycles waits longer
-# to be freed.
+# defaults). A schedule cycle with thousands of waiting jobs builds hundreds of thousands of
+# short-lived rows and tuples; with the default thresholds (700, 10, 10) they set off frequent
+# collections, full ones a large share of a busy cycle (docs/performance.md). So what the worker
+# loaded at start (Django, Celery, the modules) is frozen out of the collector's scans, and a
+# collection waits for 50,000 new objects. Nearly all of them are freed by reference counting
+# long before that; only garbage in reference cycles waits longer to be freed.
 GC_THRESHOLDS = (50_000, 20, 10)
 
 app = Celery("opendlc")
@@ -40,15 +38,15 @@ def _tune_gc(**_kwargs) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-# Database connections. Celery's Django fixup closes them before and after every task (since
-# Celery 5.6, celery#9824), whatever CONN_MAX_AGE says: every report batch and every schedule
-# cycle opened a new PostgreSQL connection (a new server process, its catalog caches cold, its
-# prepared statements gone) — 8.7 % of the report task's time in bench/kueue_baseline.py, spent in
-# connect. A worker keeps them instead as Django keeps a web request's: close_old_connections()
-# before and after each task closes one past CONN_MAX_AGE (60 s, console/config.py), one left in
-# a transaction or after an error it cannot use (CONN_HEALTH_CHECKS), and on SQLite (CONN_MAX_AGE 0)
-# every one, as before. The fixup's own closing is turned off with CELERY_DB_REUSE_MAX (it closes
-# every 2 x that many tasks; console/settings.py); a forked child still closes what it inherited.
+# Database connections. Celery's Django fixup closes them before and after every task (since Celery
+# 5.6, celery#9824), whatever CONN_MAX_AGE says: every report batch and every schedule cycle opened
+# a new PostgreSQL connection (a new server process, its catalog caches cold, its prepared
+# statements gone), a cost every report batch paid again. A worker keeps them instead as Django
+# keeps a web request's: close_old_connections() before and after each task closes one past
+# CONN_MAX_AGE (60 s, console/config.py), one left in a transaction or after an error it cannot use
+# (CONN_HEALTH_CHECKS), and on SQLite (CONN_MAX_AGE 0) every one, as before. The fixup's own closing
+# is turned off with CELERY_DB_REUSE_MAX (it closes every 2 x that many tasks; console/settings.py);
+# a forked child still closes what it inherited.
 @signals.task_prerun.connect
 @signals.task_postrun.connect
 def _close_old_connections(sender=None, **_kwargs) -> None:

@@ -82,9 +82,9 @@ def database_config(sqlite_path: Path) -> dict:
     # Parameters bound by the server, and a statement run twice on a connection prepared there:
     # PostgreSQL then parses and plans each query text once per connection, where client-side
     # binding (Django's default) sent every value inlined, so that every statement was parsed
-    # and planned afresh, its unnested arrays included. That halved PostgreSQL's CPU time per
-    # create_job (3.6 -> 1.9 ms) and cut it by a quarter in bench/admission_throughput.py. Behind a
-    # PgBouncer in transaction mode, that needs PgBouncer 1.21+ with max_prepared_statements set.
+    # and planned afresh, its unnested arrays included, which cost PostgreSQL most of its CPU on
+    # the submit and admit paths. Behind a PgBouncer in transaction mode, that needs PgBouncer
+    # 1.21+ with max_prepared_statements set.
     config.setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=2)
     return config
 

@@ -54,13 +54,13 @@ def _preempt_all(preemptions: tuple[scheduler.Preemption, ...], now) -> list[dis
 def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: WaitingJobs) -> list[dispatch.Message]:
     """Bind the admitted jobs' pods and move the jobs to EnvPreparing, in a few statements.
 
-    A cycle may admit thousands of jobs; a handful of queries per job (lock, bind, save, history,
-    event, start messages) made applying them most of the cycle's time (see bench/).
+    A cycle may admit thousands of jobs, and a handful of queries per job (lock, bind, save,
+    history, event, start messages) would make applying them most of the cycle's time.
     """
     if not admissions:
         return []
     # Lock the job rows and re-check: a user may have stopped a job since the snapshot was read. Only the fields the admission and the start messages use
-    # (ADMIT_FIELDS): building all 41 of thousands of rows was a fifth of applying them.
+    # (ADMIT_FIELDS): building every field of thousands of rows is a large share of applying them.
     jobs = {j.job_id: j for j in Job.objects.filter(
         job_id__in=[a.job_id for a in admissions], status__in=WAITING).locked().only(*ADMIT_FIELDS)}
     admitted = [a for a in admissions if a.job_id in jobs]
@@ -70,8 +70,7 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
         name__in={p.node for a in admitted for p in a.placements}).values_list("name", "pk", "hostname", "executor")}
     # By pod pk, as this cycle's snapshot read them (cycle/waiting.py): matching (job, role, index)
     # made PostgreSQL hash every unbound pod of the queue for each admission. The start messages are
-    # built from the same reads: reading the bound pods and the roles back was a fifth of applying
-    # a few hundred admissions (bench/cycle_profile.py).
+    # built from the same reads, since reading the bound pods and the roles back costs the apply.
     binds, starts = [], []
     for a in admitted:
         unplaced, roles = waiting.unplaced(a.job_id)

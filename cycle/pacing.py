@@ -2,9 +2,8 @@
 
 Cycles run back to back took a core from the reports, submissions and PostgreSQL they wait on,
 so the task rests after each (cycle/schedule.py). On a machine with CPU to spare that rest only
-delays the next binding: in one run of bench/kueue_baseline.py the machine was about 85 % idle for
-15 s (only large jobs running, thousands of small ones waiting) while the scheduler rested as long
-as each of its 0.2 s cycles took.
+delays the next binding, so it is scaled by how busy the other processes were (measurements:
+docs/performance.md).
 
 `Contention.since_last()` is the share of the CPU time the other processes could have had since the
 last call that they did use, 0 to 1: the whole machine's busy time (Linux /proc/stat) less this

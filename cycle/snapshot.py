@@ -69,10 +69,8 @@ def _plain_index_scans():
     The live pods' partial index (pod_live_bound) keeps the entry of a pod that has ended until
     VACUUM removes it; a plain index scan that finds such an entry's row dead to every
     transaction marks it dead (PostgreSQL's kill_prior_tuple), and later scans skip it, but a
-    bitmap scan never marks anything. The planner picked the bitmap scan, so in
-    bench/kueue_baseline.py the index grew to every pod run so far (16,600 entries for a few dozen
-    live pods) and reading the live pods took 12-24 ms of each cycle; marked, it reads a few
-    dozen entries (EXPLAIN ANALYZE: 12,657 buffers, then 49)."""
+    bitmap scan never marks anything. The planner picked the bitmap scan, so the index grew to
+    every pod run since the last VACUUM and each cycle read all of it (docs/performance.md)."""
     if connection.vendor != "postgresql":
         yield
         return

@@ -16,11 +16,11 @@ def update_many(model, columns: tuple[str, ...], keys: tuple[str, ...], rows: li
                 extra_where: str = "", extra_params: tuple = ()) -> int:
     """UPDATE model SET columns WHERE keys (and extra_where) for every row; returns rows changed.
 
-    PostgreSQL: one statement for all rows, sent as one JSON array (`_json_rows`): a cycle writing
-    the reasons of 6,000 waiting jobs took 0.5 s as 6,000 statements, even pipelined. SQLite, in
-    process: one plain statement run per row. Not bulk_update: building its CASE over thousands
-    of rows costs more than the statements. Values are prepared by the model's fields; keys must
-    pick one row each. A column may be both set and a key (its new value, and the one it must have).
+    PostgreSQL: one statement for all rows, sent as one JSON array (`_json_rows`), since a statement
+    per row is slow even pipelined. SQLite, in process: one plain statement run per row. Not
+    bulk_update: building its CASE over thousands of rows costs more than the statements. Values are
+    prepared by the model's fields; keys must pick one row each. A column may be both set and a key
+    (its new value, and the one it must have).
     """
     if not rows:
         return 0
@@ -47,7 +47,7 @@ def update_many(model, columns: tuple[str, ...], keys: tuple[str, ...], rows: li
 
 
 # Fields whose plain int, str and bool values (and None) go to the database as they are. Django's
-# get_db_prep_save for them was most of the cost of writing an admission of 600 pods.
+# get_db_prep_save for them was most of the cost of writing a large admission.
 _PLAIN_FIELDS = {"AutoField", "BigAutoField", "BigIntegerField", "BooleanField", "CharField", "ForeignKey",
                  "IntegerField", "PositiveBigIntegerField", "PositiveIntegerField", "PositiveSmallIntegerField",
                  "SmallIntegerField", "TextField"}
@@ -59,8 +59,7 @@ def _json_rows(fields: list, rows: list[tuple]) -> tuple[str, str]:
     as a table `v` of columns v0, v1, ... of the fields' types (`_json_source`).
 
     One JSON text rather than an array per column (unnest): psycopg dumps arrays element by
-    element in Python, json.dumps in C; for a cycle's 600 pod bindings that was 7 ms of client
-    CPU against 2.7, PostgreSQL's own time the same (measured alternating, 3 runs each)."""
+    element in Python, json.dumps in C, so the client spends less CPU for the same statement."""
     return _json_payload(fields, rows), _json_source(fields)
 
 
@@ -101,12 +100,11 @@ class Insert:
 def insert_rows(*inserts: Insert) -> None:
     """INSERT each Insert's rows, without model instances.
 
-    PostgreSQL: one statement for all of them (each but the last a data-modifying WITH query),
-    each table's rows one JSON array (`_json_rows`, as update_many). The ORM's bulk_create
-    compiled a placeholder and prepared every value through its field: most of recording the
-    history of a cycle's 600 admissions (bench/cycle_profile.py); and one statement a table was
-    three round trips of each batch of pod reports. SQLite: one plain statement run per row.
-    Values are prepared by the models' fields.
+    PostgreSQL: one statement for all of them (each but the last a data-modifying WITH query), each
+    table's rows one JSON array (`_json_rows`, as update_many). The ORM's bulk_create compiled a
+    placeholder and prepared every value through its field, which was most of recording a busy
+    cycle's history; and one statement a table is a round trip each. SQLite: one plain statement run
+    per row. Values are prepared by the models' fields.
     """
     inserts = [i for i in inserts if i.rows]
     if not inserts:
@@ -140,8 +138,8 @@ def insert_family(parent: models.Model, children: Iterable[models.Model]) -> Non
     PostgreSQL: one statement (`_family_statement`), where the ORM's save and one bulk_create per
     child model were five statements and five round trips for create_job. Each model's rows go as
     one JSON parameter (`_json_rows`), so that the statement has a handful of parameters whatever
-    the models' columns: with one array parameter per column (about 80) psycopg parsed the text
-    afresh at every call (it caches statements of up to 50) and dumped every array on its own.
+    the models' columns, since with a parameter per column psycopg parsed the text afresh at every
+    call and dumped every array on its own.
     Elsewhere (SQLite, in process): those five statements, in a transaction. Values are prepared
     by the models' fields, as save() prepares them.
     """

@@ -145,14 +145,13 @@ class _Batch:
     reports give one at a time (`_pod_running`, `_pod_finished`; tests/jobs/test_report_batches.py).
 
     Also the end of a preempted job whose every live pod ends in the batch and which AIMaster
-    restarts (`requeues`): a preemption restart and a requeue, each job in memory. One at a time
-    that was some twenty statements a job: a batch with a few dozen such reports took 1-3 s in
-    bench/kueue_baseline.py, holding its other pods' capacity (and the preempting job) until it
-    committed.
+    restarts (`requeues`): a preemption restart and a requeue, each job in memory, since some
+    twenty statements a job kept a batch (and the pods' capacity the preempting job waits for)
+    open for seconds.
 
-    Its jobs and pods are read with only the fields it uses (JOB_FIELDS, POD_FIELDS): whole rows
-    were a third of applying 600 reports (tests/jobs/test_report_batches.py counts the queries, so
-    a field left out, read with a query per row, fails it).
+    Its jobs and pods are read with only the fields it uses (JOB_FIELDS, POD_FIELDS), since whole
+    rows are a large share of applying a batch (tests/jobs/test_report_batches.py counts the
+    queries, so a field left out, read with a query per row, fails it).
     """
 
     JOB_FIELDS = ("job_id", "status", "reason_code", "reason_message", "running_at", "finished_at", "source",

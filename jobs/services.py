@@ -92,7 +92,7 @@ def visible_jobs(user):
     """Jobs of the workspaces the user is a member of (any role, viewers included).
 
     A subquery rather than a join: lists can then sort and count on the (workspace, -created_at)
-    index without DISTINCT (ListJobs over 10,000 jobs)."""
+    index without DISTINCT, which matters for ListJobs over many jobs."""
     return Job.objects.filter(workspace_id__in=Membership.objects.filter(user=user).values("workspace_id"))
 
 
@@ -185,9 +185,8 @@ _QUOTA_SQL = (f"SELECT q.id, q.name, q.resource_type, EXISTS (SELECT 1 FROM {Quo
 class _Validation:
     """Every problem of a JobRequest at once; resolves the workspace, quota and instance types.
 
-    The workspace and the quota are read as values (pk and name), in one query each: on the
-    submit path of bench/kueue_baseline.py model instances and a query per step were a third
-    of create_job's time.
+    The workspace and the quota are read as values (pk and name), in one query each: model
+    instances and a query per step were a large share of create_job's time.
     """
 
     def __init__(self, user, req: JobRequest):
@@ -418,11 +417,9 @@ POD_RESOURCE_LIMITS = {"gpu": (0, 1024, "GPUs"), "cpu": (1, 4096, "vCPU cores"),
 
 
 # The node shapes a ResourceConfig pod is checked against are kept this long per quota (Django's
-# cache: per process unless CACHES says otherwise). Reading them cost PostgreSQL about 1 ms of CPU
-# a call: create_job's server time went from 3.8 to 2.7 ms without it (in process, on
-# bench/kueue_baseline.py's submit path). A node
-# added or removed shows here within the TTL; the scheduler, which reads the nodes every cycle,
-# decides where the pod fits.
+# cache: per process unless CACHES says otherwise), since reading them on every call was a large
+# share of create_job's database time. A node added or removed shows here within the TTL; the
+# scheduler, which reads the nodes every cycle, decides where the pod fits.
 NODE_SHAPES_TTL_S = 10
 
 

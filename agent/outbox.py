@@ -4,10 +4,9 @@ Executors call `put("jobs.pod_reports", {...})` from any thread; the sender thre
 items as one list argument every `flush_s` seconds, or sooner when `max_batch` items wait, so a
 simulated agent finishing thousands of pods sends a few dozen messages, not thousands.
 
-A pod's end frees its GPUs for the jobs waiting on them, so it goes within `end_window_s` (0.01 s),
-not at the next flush (25 ms later on average): in bench/kueue_baseline.py a GPU's idle time from
-one pod's end to the next pod's binding went from 0.099-0.104 s p50 to 0.070-0.083 s, and the
-window still gathers a burst of ends (a simulated agent's thousand a second) into one message.
+A pod's end frees its GPUs for the jobs waiting on them, so it goes within `end_window_s`, not at
+the next flush, which shortens the time a GPU idles between one pod and the next; the window still
+gathers a burst of ends (a simulated agent's thousand a second) into one message.
 An urgent report (the end of a pod the platform stopped: a preempting job waits for its GPUs, a
 user for the stop) is sent at once, with whatever waits to go before it; those are few.
 """

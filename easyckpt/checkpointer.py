@@ -35,7 +35,7 @@ Snapshot modes (`snapshot=`):
   state without tensors is deep-copied in save(), as in "copy".
 - "copy" copies the tensors into the same buffers inside save(), then writes from a thread: no
   rule on in-place changes, but save() blocks for a full copy, which is bound by memory bandwidth
-  (about a sixth of a synchronous torch.save of 1 GiB on our microVM).
+  (a fraction of a synchronous torch.save, but still a stall).
 - "fork" forks a child that writes the copy-on-write image of the process (`forked`; trade-offs
   there: the stall is a page-table copy proportional to RSS, and the parent pays a page-fault copy
   for every page it rewrites while the child still runs). It also forks plain-Python states, but

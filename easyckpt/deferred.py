@@ -8,9 +8,8 @@
 
 This is the CheckFreq / Gemini split of a checkpoint: the snapshot overlaps the next step's
 forward and backward passes, which read the weights but do not write them; only the first in-place
-change has to wait for the copy. Copying is bound by memory bandwidth (about 120 ms per GiB on our
-microVM, a sixth of a torch.save), so taking it inside save(), as the "copy" mode does, cannot
-bring the stall under a few percent of torch.save.
+change has to wait for the copy. Copying is bound by memory bandwidth, so taking it inside save(),
+as the "copy" mode does, cannot bring the stall under a few percent of torch.save.
 
 Costs: the copy still takes memory bandwidth and a core, so a CPU-bound step slows down while it
 runs; the first save of a Checkpointer allocates the buffer pool, and its copy also faults in the

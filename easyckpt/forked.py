@@ -11,18 +11,15 @@ checkpointers snapshot without copying the state up front.
 Trade-off against the copy snapshot (`Snapshotter`):
 
 - Stall: fork copies the parent's page tables, proportional to its whole RSS (not just the state)
-  at one entry per 4 KiB page. Redis reports ~10-20 ms per GiB on bare metal and much more on some
-  hypervisors; on our shared 2-core microVM a 1.2 GiB process forked in 25-175 ms (medians of
-  three benchmark runs: 93, 44, 69 ms), against 176-275 ms to copy 1 GiB into the buffer pool.
-  The copy stall grows with the state, the fork stall with the RSS.
-- Afterwards: every page the parent writes while the child still holds it is copied on a page
-  fault, 4 KiB at a time. A training step that rewrites all weights right after save() therefore
-  pays one copy of the state plus a fault per page, spread over the step: on this microVM an
-  in-place add_ over 1 GiB took 2.0-2.5 s right after a forked save(), against 0.21 s right after
-  a copy-mode save (same disk and CPU competition) and 0.13 s with no save. Even after the child
-  has exited, the first write to each page still faults (no copy): 0.55-0.63 s here. So fork
-  moves cost out of save() into the next steps rather than removing it: prefer it when the step
-  after a save does not rewrite most of the state, or when the buffer pool's copy does not fit.
+  at one entry per 4 KiB page, which is cheaper than copying the state but not free, and costs
+  more on some hypervisors. The copy stall grows with the state, the fork stall with the RSS.
+- Afterwards: every page the parent writes while the child still holds it is copied on a page fault,
+  4 KiB at a time. A training step that rewrites all weights right after save() therefore pays one
+  copy of the state plus a fault per page, spread over the step, and even after the child has exited
+  the first write to each page still faults (no copy); measured, that step pays far more than a
+  copy-mode save (docs/performance.md). So fork moves cost out of save() into the next steps rather
+  than removing it: prefer it when the step after a save does not rewrite most of the state, or when
+  the buffer pool's copy does not fit.
 - Memory: no resident buffer pool (the copy mode keeps one CPU copy of the tensors between
   saves); at worst, when the parent rewrites everything before the child ends, one extra copy.
 

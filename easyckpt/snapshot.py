@@ -17,9 +17,8 @@ already queued on the caller's stream) and returns an event per device that mark
 returned `frozen` references the buffers, which hold their values only once the copies are done.
 
 Why a buffer pool rather than `tensor.clone()`: clone allocates fresh memory every time, and the
-kernel must fault in and zero each new page (~2 s per GiB here), while `copy_` into a buffer that
-already exists runs at memory bandwidth (~35 ms per GiB on this 2-core machine, using torch's
-intra-op threads). The price is one resident CPU copy of the tensors between saves; pass
+kernel must fault in and zero each new page, while `copy_` into a buffer that already exists runs
+at memory bandwidth (using torch's intra-op threads). The price is one resident CPU copy of the tensors between saves; pass
 `reuse_buffers=False` to allocate per save instead.
 
 The pool is overwritten by the next `take` or `defer`: the caller must not take a new snapshot

@@ -10,8 +10,8 @@ written the same way *after* it. The manifest is the commit marker: a step witho
 payload does not match the manifest's size and CRC-32, is not a checkpoint. A crash at any point
 therefore leaves either the previous checkpoints or the new one, never a torn file that loads.
 
-CRC-32 guards against torn and corrupted files, not against tampering; it runs at ~6 GB/s, where
-SHA-256 would cost the background writer several times more CPU for no gain here.
+CRC-32 guards against torn and corrupted files, not against tampering; SHA-256 would cost the
+background writer several times more CPU for no gain here.
 """
 
 from __future__ import annotations

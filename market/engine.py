@@ -25,16 +25,15 @@ The pipeline of one tick, each step monotone in demand so their composition is t
   5. the move from the current ratio limited to ``max_move_per_hour`` spread evenly over the ticks
   6. clamp to [floor, ceiling] = [0.1, 1.0] of on-demand
 
-Two choices keep the market clearing (measured with bench/spot_market.py, seed 7):
+Two choices keep the market clearing (measured with bench/spot_market.py: docs/performance.md):
 
 - ``spot_queued`` counts only bids that would pay the current price (``queued_demand``). Bids
   below it cannot take capacity at this price; counting every waiting bid let a pile of low
-  bids hold the price at or near 1.0 through the afternoon, above every discount bid (at most
-  0.9), so the queue never drained: 36 of 80 jobs finished instead of 68.
+  bids hold the price at or near 1.0, above every discount bid (at most 0.9), so the queue
+  never drained.
 - The ceiling is reached only with excess demand (``saturation`` = 1.2 > 1, knee 0.9): a pool
   that is exactly full sits near 80 % of on-demand instead of at 100 %, where it would price out
-  its own discount bids. With r*(1) = 1.0 (knee 0.8) the same day had 65 outbid releases and 57
-  jobs finished, against 24 and 68.
+  its own discount bids and release more of them.
 
 Floats are used only in steps 1-4; the ratio itself is a Decimal with RATIO_PLACES places, so the
 rate limit and the bounds are exact.

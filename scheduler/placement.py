@@ -136,7 +136,7 @@ class FailedShapes:
 
     Within one key capacity only shrinks, so a gang that failed fails again, and so does any
     gang at least as big: as many pods or more, each at least as large, of the same instance
-    type. Remembering that lets a cycle skip most of 10,000 jobs in a few dictionary lookups.
+    type. Remembering that lets a cycle skip most of a long queue in a few dictionary lookups.
     """
 
     def __init__(self):

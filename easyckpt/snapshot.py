@@ -17,9 +17,9 @@ already queued on the caller's stream) and returns an event per device that mark
 returned `frozen` references the buffers, which hold their values only once the copies are done.
 
 Why a buffer pool rather than `tensor.clone()`: clone allocates fresh memory every time, and the
-kernel must fault in and zero each new page, while `copy_` into a buffer that already exists runs
-at memory bandwidth (using torch's intra-op threads). The price is one resident CPU copy of the tensors between saves; pass
-`reuse_buffers=False` to allocate per save instead.
+kernel must fault in and zero each new page, while `copy_` into a buffer that already exists runs at
+memory bandwidth (using torch's intra-op threads). The price is one resident CPU copy of the tensors
+between saves; pass `reuse_buffers=False` to allocate per save instead.
 
 The pool is overwritten by the next `take` or `defer`: the caller must not take a new snapshot
 while the previous one is still being written (Checkpointer guarantees this).

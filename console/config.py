@@ -109,7 +109,7 @@ def redis_url() -> str | None:
 
 
 def needs_database() -> bool:
-    """A node agent talks only to the broker (DESIGN.md): it must start where no database is."""
+    """A node agent talks only to the broker (docs/design.md): it starts where no database is."""
     return os.environ.get("OPENDLC_PROCESS_ROLE") != "agent"
 
 

@@ -1,4 +1,4 @@
-"""The job state machine of DESIGN.md: every status and every legal move between them.
+"""The job state machine of docs/design.md: every status and every legal move between them.
 
     Creating ─► Queuing ─┐                      ┌─► Succeeded
        │        Bidding ─┴─► EnvPreparing ─► Running ─┼─► Failed

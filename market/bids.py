@@ -127,7 +127,7 @@ def bid_price(on_demand_price: Decimal, *, discount: Any = None, price_limit: An
 
 
 def bid_holds(bid: Decimal, market_price: Decimal, *, resource_type: str = ECS, average_price: Decimal | None = None) -> bool:
-    """Whether a bid is admitted / keeps running on price alone (DESIGN rule 7).
+    """Whether a bid is admitted / keeps running on price alone (docs/design.md rule 7).
 
     ECS compares with the current market price, Lingjun with the average market price (the
     caller chooses the window; without one the current price is used); a bid equal to the

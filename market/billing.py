@@ -1,6 +1,6 @@
 """Billing: what a job's pods cost, as daily bills per (job, instance type, day, pay type).
 
-Rules (DESIGN rule 8 and the PAI spot page):
+Rules (docs/design.md rule 8 and the PAI spot page):
 
 - Prices are per node-minute (the unit of ResourceSpec.on_demand_price_per_minute and
   PriceHistory.price): one charged minute costs its price, no conversion anywhere. Pages show a

@@ -1,7 +1,7 @@
 """Spot inventory of a public pool: may a new bid get capacity, and how much spot must go.
 
-Pay-as-you-go demand takes inventory before spot (DESIGN rule 7), so the pool keeps a reserve
-for it: new spot bids are closed while granting them would leave less than the reserve free.
+Pay-as-you-go demand takes inventory before spot (docs/design.md rule 7), so the pool keeps a
+reserve for it: new spot bids are closed while granting them would leave less than the reserve free.
 All quantities are in one integer unit (nodes or GPUs, the caller chooses).
 
 SpotStockStatus of a request for ``requested`` units, with free = capacity - payg - spot in use

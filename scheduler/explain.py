@@ -1,4 +1,4 @@
-"""Wait reasons in user terms, with the numbers (DESIGN rule 9).
+"""Wait reasons in user terms, with the numbers (docs/design.md rule 9).
 
 Each function returns (code, message). They read the cycle's running totals, so they are cheap;
 the few that scan a scope's nodes are cached by the scope's version in plan.py.

@@ -1,4 +1,4 @@
-"""Spot rules (DESIGN rule 7): price checks and which running spot pods are released.
+"""Spot rules (docs/design.md rule 7): price checks and which running spot pods are released.
 
 Spot and pay-as-you-go jobs run on the public pool of their instance type (nodes without a
 quota). A spot job is admitted when its bid is at or above the current market price and the pool

@@ -1,9 +1,9 @@
 """What the public pool of each instance type looks like now, read from the database.
 
-The public pool of an instance type is its nodes of no quota (DESIGN rule 7). Quantities are in
-one integer unit per instance type, the unit the pure market and inventory modules count in:
-GPUs for a GPU type, CPU millicores for a CPU-only type. A pod counts what it asked for in that
-unit; a pod that recorded no request holds a whole node.
+The public pool of an instance type is its nodes of no quota (docs/design.md rule 7). Quantities are
+in one integer unit per instance type, the unit the pure market and inventory modules count in: GPUs
+for a GPU type, CPU millicores for a CPU-only type. A pod counts what it asked for in that unit; a
+pod that recorded no request holds a whole node.
 
 - supply: Ready public nodes;
 - pay-as-you-go and spot in use: current pods (kind ``payg`` / ``spot``) bound to a public node

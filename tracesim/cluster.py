@@ -4,10 +4,10 @@ Philly's jobs request only GPUs. A node is modelled on Philly-era 8-GPU servers 
 488 GiB, like a p3.16xlarge), and a pod gets CPU and memory in proportion to its GPUs, so the
 GPU count is always the binding dimension.
 
-The quotas: every virtual cluster (VC) is a child quota of one ECS root quota, the cluster. The
-root has no nodes of its own, so each VC's guarantee is exactly its nodes, and the root's tree is
-the lending scope (DESIGN rule 2): idle capacity of one VC can be borrowed by jobs of every other.
-Had each VC been a root of its own, its lending scope would be its own nodes and borrowing
+The quotas: every virtual cluster (VC) is a child quota of one ECS root quota, the cluster. The root
+has no nodes of its own, so each VC's guarantee is exactly its nodes, and the root's tree is the
+lending scope (docs/design.md rule 2): idle capacity of one VC can be borrowed by jobs of every
+other. Had each VC been a root of its own, its lending scope would be its own nodes and borrowing
 between teams could not happen.
 """
 

@@ -327,7 +327,7 @@ class Replay:
 
     def _advance_checkpoints(self, t: int) -> None:
         """Idle pods report their last checkpoint: the scheduler prefers victims that lose
-        the least work (DESIGN rule 4)."""
+        the least work (docs/design.md rule 4)."""
         for run in self.idle_runs.values():
             done = (t - run.started) // self.ckpt * self.ckpt
             if done and run.started + done != run.checkpoint:

@@ -1,10 +1,11 @@
 """manage.py replay_trace: replay a GPU job trace through scheduler.plan in virtual time.
 
 A thin wrapper: it parses the arguments, calls tracesim, and writes summary.json and
-report.html into --out. Example (the Philly trace, all three policies):
+report.html into --out. Example (the Philly trace's jobs and virtual clusters as CSV, in the
+format tracesim/trace.py reads; all three policies):
 
-    manage.py replay_trace --jobs ../shared/data/philly_jobs.csv \\
-        --nodes ../shared/data/philly_vc_nodes.csv --policy all --ckpt-minutes 30 \\
+    manage.py replay_trace --jobs philly_jobs.csv \\
+        --nodes philly_vc_nodes.csv --policy all --ckpt-minutes 30 \\
         --out artifacts/replay
 """
 

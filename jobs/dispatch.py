@@ -76,8 +76,8 @@ def start_messages(job: Job) -> list[Message]:
 
 @dataclass(frozen=True)
 class BoundPod:
-    """What a start message says of a pod and its node: values, not models (a busy cycle
-    starts hundreds of pods, and loading them as models was a fifth of its time)."""
+    """What a start message says of a pod and its node: values, not models, since a busy cycle
+    starts hundreds of pods and loading each as a model costs it dearly."""
 
     pod_id: str
     role: str

@@ -1,8 +1,9 @@
-"""The spot market: prices, price history, inventory, bids and billing.
+"""The spot market against the database: prices now, price history, the public pools and bills.
 
-Pure modules (no Django; tested alone and benchmarked by bench/spot_market.py): market (price
-engine), pricesource (model or replayed history), inventory (SpotStockStatus), bids (SpotSpec
-rules), billing (per-minute daily bills). All prices are Decimal per node-minute.
+The pure rules it applies live in the `market` package (no Django; tested alone and benchmarked by
+bench/spot_market.py): engine (the price engine), pricesource (model or replayed history),
+inventory (SpotStockStatus), bids (SpotSpec rules), billing (per-minute daily bills). All prices
+are Decimal per node-minute.
 
 What other apps call:
     spot.market_state.current_markets(now) -> {instance_type: Market(price, avg_last_hour, stock_status)}

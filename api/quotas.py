@@ -24,7 +24,7 @@ from jobs.states import FINAL, WAITING
 from quotas.models import (
     Membership, Node, NodeStatus, QueueStrategy, Quota, ResourceSpec, ResourceType, Role, Workspace,
 )
-from quotas.usage import subtrees
+from quotas.tree import subtrees
 
 RUNNING_POD = ("Pending", "Running")
 QUOTA_SORT = ("QuotaName", "Status", "CPU", "Memory", "GPU", "GmtCreatedTime", "GmtModifiedTime")

@@ -13,7 +13,7 @@ from django.forms import formset_factory
 from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from jobs.services import POD_RESOURCE_LIMITS
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
-from quotas.usage import subtrees
+from quotas.tree import subtrees
 
 DISCOUNTS = [(f"0.{n}", f"{n}0%") for n in range(1, 10)]
 FRAMEWORKS = [

@@ -29,7 +29,7 @@ from jobs.models import (
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
 from market.bids import validate_spot_bid
 from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role, Workspace
-from quotas.usage import subtrees
+from quotas.tree import subtrees
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,9 +1,9 @@
-"""The Quotas page's usage bars, from quotas.usage (the same accounting ListQuotas reports).
+"""The Quotas page's usage bars, from jobs.usage (the same accounting ListQuotas and GetQuota report).
 
 A quota with GPUs is measured in GPUs, a CPU-only one in vCPUs.
 """
 
-from quotas.usage import usage_by_quota
+from jobs.usage import usage_by_quota
 
 
 def quota_usage(quotas) -> dict[int, dict]:

@@ -1,6 +1,6 @@
 from jobs.services import create_job
+from jobs.usage import usage_by_quota
 from quotas.models import Quota, Workspace
-from quotas.usage import usage_by_quota
 from scheduler import Resources
 from tests.jobs.conftest import CV, make_request
 

@@ -12,7 +12,7 @@ import secrets
 from collections import Counter, defaultdict
 
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Count
 
 from apikit import params
 from apikit.errors import ApiError, forbidden, invalid, invalid_fields, not_found
@@ -21,12 +21,12 @@ from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
 from jobs.models import Job, Pod
 from jobs.states import FINAL, WAITING
+from jobs.usage import usage_by_quota
 from quotas.models import (
     Membership, Node, NodeStatus, QueueStrategy, Quota, ResourceSpec, ResourceType, Role, Workspace,
 )
 from quotas.tree import subtrees
 
-RUNNING_POD = ("Pending", "Running")
 QUOTA_SORT = ("QuotaName", "Status", "CPU", "Memory", "GPU", "GmtCreatedTime", "GmtModifiedTime")
 
 
@@ -65,7 +65,10 @@ def get_visible_quota(user, quota_id: str) -> Quota:
 # --- shaping: the Quota model of the SDK ---------------------------------------------------------
 
 class QuotaTree:
-    """Every quota of the given set with its subtree's nodes and usage, loaded in four queries."""
+    """Every quota of the given set with its subtree's nodes and usage, loaded in a fixed number of
+    queries, however many quotas. The usage is jobs.usage's, as on the console's Quotas page:
+    UsedQuota (= AllocatedQuota) is what guaranteed pods of the quota and its sub-quotas hold of its
+    guarantee; LentQuota and BorrowedQuota, which the SDK does not parse, what idle pods borrow."""
 
     def __init__(self, quotas):
         self.quotas = {q.pk: q for q in quotas}
@@ -74,20 +77,19 @@ class QuotaTree:
             self.children[q.parent_id].append(q)
         self.subtrees = subtrees()
         self.nodes = _nodes_by_quota()
-        self.used = _usage_by_quota()
+        self.usage = usage_by_quota()
         self.workspaces = defaultdict(list)
         for q in Quota.workspaces.through.objects.filter(quota__in=list(self.quotas)).select_related("workspace"):
             self.workspaces[q.quota_id].append(q.workspace)
 
     def shape(self, quota: Quota) -> dict:
         ids = self.subtrees[quota.pk]
-        below = ids - {quota.pk}
         min_nodes = Counter()
         for pk in ids:
             min_nodes.update(self.nodes.get(pk, Counter()))
         total = _amount(sum((_spec_amount(spec, n) for spec, n in min_nodes.items()), Counter()))
-        used = _amount(sum((self.used.get(pk, Counter()) for pk in ids), Counter()))
-        own = _amount(self.used.get(quota.pk, Counter()))
+        usage = self.usage[quota.pk]
+        used = _resources(usage.guaranteed_used)
         gpu_types = sorted({spec.gpu_type for spec in min_nodes if spec.gpu_type})
         return {
             "QuotaId": quota.quota_id,
@@ -108,10 +110,11 @@ class QuotaTree:
             ]},
             "QuotaDetails": {
                 "DesiredMinQuota": total, "ActualMinQuota": total, "AllocatableQuota": total,
-                "UsedQuota": used, "SelfAllocatedQuota": own,
-                "DescendantsAllocatedQuota": _amount(
-                    sum((self.used.get(pk, Counter()) for pk in below), Counter())
-                ),
+                "UsedQuota": used, "AllocatedQuota": used, "SelfAllocatedQuota": _resources(usage.self_used),
+                "DescendantsAllocatedQuota": _resources(usage.descendants_used),
+                # Not in the SDK's QuotaDetails (its parser skips them): idle pods of other quotas
+                # on this quota's nodes, and this quota's idle pods on other quotas' nodes.
+                "LentQuota": _resources(usage.lent), "BorrowedQuota": _resources(usage.borrowed),
                 "NodeStatistics": {"ActualMinNodeNum": sum(min_nodes.values()),
                                    "AllocatedNodeNum": sum(min_nodes.values())},
             },
@@ -134,17 +137,14 @@ def _nodes_by_quota() -> dict[int, Counter]:
     return out
 
 
-def _usage_by_quota() -> dict[int, Counter]:
-    rows = (
-        Pod.objects.filter(current=True, status__in=RUNNING_POD, node__isnull=False, job__quota__isnull=False)
-        .values("job__quota").annotate(cpu_m=Sum("cpu_m"), mem_mib=Sum("mem_mib"), gpu=Sum("gpu"))
-    )
-    return {r["job__quota"]: Counter(cpu_m=r["cpu_m"], mem_mib=r["mem_mib"], gpu=r["gpu"]) for r in rows}
-
-
 def _spec_amount(spec, n: int) -> Counter:
     """n pods of this shape (a ResourceSpec, or a JobSpec's PodResources)."""
     return Counter(cpu_m=spec.cpu_m * n, mem_mib=spec.memory_mib * n, gpu=spec.gpu * n)
+
+
+def _resources(r) -> dict:
+    """A jobs.usage figure (scheduler.Resources) as the SDK's ResourceAmount."""
+    return _amount(Counter(cpu_m=r.cpu_m, mem_mib=r.mem_mib, gpu=r.gpu))
 
 
 def _amount(total: Counter) -> dict:
@@ -349,7 +349,7 @@ def _assign_nodes(quota: Quota, parent: Quota | None, rtype: str, min_spec) -> N
         # Locked in pk order, so two CreateQuota calls cannot take the same free node.
         free = list(
             Node.objects.select_for_update().filter(quota=parent, spec=spec, status=NodeStatus.READY)
-            .exclude(pods__current=True, pods__status__in=RUNNING_POD).order_by("pk")[:count]
+            .exclude(pk__in=Pod.objects.holding().values("node")).order_by("pk")[:count]
         )
         if len(free) < count:
             errors[f"Min.NodeSpecs[{index}].Count"] = (
@@ -469,7 +469,7 @@ def _subtree_ids(quota: Quota) -> set[int]:
 
 def _pods_by_node(nodes) -> dict[int, list[Pod]]:
     out = defaultdict(list)
-    pods = Pod.objects.filter(node__in=nodes, current=True, status__in=RUNNING_POD).select_related("job__user")
+    pods = Pod.objects.holding().filter(node__in=nodes).select_related("job__user")
     for pod in pods:
         out[pod.node_id].append(pod)
     return out

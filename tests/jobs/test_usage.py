@@ -1,6 +1,10 @@
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from api.quotas import QuotaTree
 from jobs.services import create_job
 from jobs.usage import usage_by_quota
-from quotas.models import Quota, Workspace
+from quotas.models import Node, Quota, Workspace
 from scheduler import Resources
 from tests.jobs.conftest import CV, make_request
 
@@ -25,3 +29,26 @@ def test_it_shows_guarantee_use_lending_and_borrowing_per_quota(alice, bob, cycl
     assert platform.capacity == twice(twice(NODE)) and platform.guaranteed_used == NODE + twice(NODE)
     assert platform.lent == platform.borrowed == Resources()
     assert usage["llm-pretrain"].guaranteed_used == Resources()
+
+
+def test_the_quotas_page_and_list_quotas_read_usage_in_as_many_queries_for_fifteen_quotas_as_for_five(
+        alice, bob, client, cycle):
+    create_job(bob, make_request(pods=1, oversold_type="ForceQuotaOverSold"))
+    cycle()
+    client.force_login(alice)
+    few = queries_to_show_every_quota(client)
+    platform = Quota.objects.get(name="ml-platform")
+    for i, node in enumerate(Node.objects.filter(quota=None).order_by("pk")[:10]):
+        node.quota = Quota.objects.create(quota_id=f"quota-extra-{i}", name=f"extra-{i}", tenant=platform.tenant,
+                                          parent=platform)
+        node.save()
+    assert queries_to_show_every_quota(client) == few
+
+
+def queries_to_show_every_quota(client) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/quotas/").status_code == 200
+        quotas = list(Quota.objects.select_related("parent"))
+        tree = QuotaTree(quotas)  # what ListQuotas shapes
+        assert len([tree.shape(quota) for quota in quotas]) == Quota.objects.count()
+    return len(queries)

@@ -25,7 +25,6 @@ from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec
 
 log = logging.getLogger(__name__)
 
-ACTIVE_POD_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING)
 NODE_LOST = "NodeLost"
 
 
@@ -101,7 +100,7 @@ def _stop_unwanted(node: Node, running_pod_ids: list[str]) -> None:
     if not running_pod_ids:
         return
     wanted = set(
-        Pod.objects.filter(pod_id__in=running_pod_ids, node=node, current=True, status__in=ACTIVE_POD_STATUSES)
+        Pod.objects.holding().filter(pod_id__in=running_pod_ids, node=node, current=True)
         .values_list("pod_id", flat=True)
     )
     for pod_id in set(running_pod_ids) - wanted:
@@ -125,14 +124,13 @@ def reap_lost_nodes(now: datetime | None = None) -> list[str]:
             status=NodeStatus.NOT_READY
         ):
             log.warning("node %s lost: no heartbeat since %s", node.name, node.last_heartbeat)
-    lost = Pod.objects.filter(
-        node__in=stale.filter(status=NodeStatus.NOT_READY),
-        status__in=(*ACTIVE_POD_STATUSES, PodStatus.UNKNOWN),
-    )
+    lost = Pod.objects.holding().filter(node__in=stale.filter(status=NodeStatus.NOT_READY))
     pod_ids = list(lost.values_list("pod_id", flat=True))
     if not pod_ids:
         return []
-    Pod.objects.filter(pod_id__in=pod_ids, status__in=ACTIVE_POD_STATUSES).update(status=PodStatus.UNKNOWN)
+    # Only pods still holding: one the agent reported finished meanwhile keeps its final status.
+    Pod.objects.holding().filter(pod_id__in=pod_ids).exclude(status=PodStatus.UNKNOWN).update(
+        status=PodStatus.UNKNOWN)
     fail_lost_pods(pod_ids, now)
     return pod_ids
 

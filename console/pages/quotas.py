@@ -3,7 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, Subquery, Sum, Value
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect
 
@@ -11,10 +11,7 @@ from console.forms import QuotaForm
 from console.pages.base import page, require_quota_admin
 from console.pages.usage import quota_usage
 from jobs.models import Pod
-from jobs.states import PodStatus
 from quotas.models import Node, Quota
-
-HOLDING = [PodStatus.PENDING, PodStatus.RUNNING]
 
 
 @login_required
@@ -86,17 +83,16 @@ def next_quota_id() -> str:
 
 @login_required
 def node_list(request):
-    gpus_used = (
-        Pod.objects.filter(node=OuterRef("pk"), status__in=HOLDING).order_by().values("node")
-        .annotate(total=Sum("gpu")).values("total")
-    )
+    holding = Pod.objects.holding().filter(node=OuterRef("pk")).order_by().values("node")
     nodes = (
         Node.objects.select_related("spec", "quota")
-        .annotate(gpus_used=Coalesce(Subquery(gpus_used, output_field=IntegerField()), Value(0)),
-                  pod_count=Count("pods", filter=Q(pods__status__in=HOLDING)))
+        .annotate(gpus_used=Coalesce(Subquery(holding.annotate(total=Sum("gpu")).values("total"),
+                                              output_field=IntegerField()), Value(0)),
+                  pod_count=Coalesce(Subquery(holding.annotate(n=Count("pk")).values("n"),
+                                              output_field=IntegerField()), Value(0)))
         .order_by("quota__name", "spec__instance_type", "name")
     )
     if request.user.is_staff:
-        pods = Pod.objects.filter(status__in=HOLDING).select_related("job").order_by("pod_id")
+        pods = Pod.objects.holding().select_related("job").order_by("pod_id")
         nodes = nodes.prefetch_related(Prefetch("pods", queryset=pods, to_attr="holding"))
     return page(request, "console/nodes/list.html", {"nodes": nodes, "show_pods": request.user.is_staff}, nav="nodes")

@@ -33,7 +33,7 @@ def over_allocations() -> list[str]:
     """Every node whose pods hold more GPUs than it has, or share a GPU index."""
     problems = []
     for node in Node.objects.select_related("spec"):
-        pods = Pod.objects.filter(node=node, status__in=("Pending", "Running", "Unknown"))
+        pods = Pod.objects.holding().filter(node=node)
         indices = [g for p in pods for g in p.gpu_indices]
         if sum(p.gpu for p in pods) > node.spec.gpu or len(indices) != len(set(indices)):
             problems.append(f"{node.name}: {sorted(indices)}")

@@ -9,6 +9,7 @@ from scheduler import Resources
 from tests.jobs.conftest import CV, make_request
 
 NODE = Resources(8, 64000, 256 * 1024)
+LINGJUN = "ml.gu7xf.c96m1600.8-gu108"
 
 
 def twice(r):
@@ -29,6 +30,18 @@ def test_it_shows_guarantee_use_lending_and_borrowing_per_quota(alice, bob, cycl
     assert platform.capacity == twice(twice(NODE)) and platform.guaranteed_used == NODE + twice(NODE)
     assert platform.lent == platform.borrowed == Resources()
     assert usage["llm-pretrain"].guaranteed_used == Resources()
+
+
+def test_a_lingjun_quota_lends_to_another_root_quota_of_its_tenant(alice, cycle):
+    finetune = {"resource_type": "Lingjun", "instance_type": LINGJUN, "quota_id": "quota00000005",
+                "workspace_id": Workspace.objects.get(name="vision-lab").pk}
+    create_job(alice, make_request(pods=1, **finetune))
+    create_job(alice, make_request(pods=1, oversold_type="ForceQuotaOverSold", **finetune))
+    cycle()
+    usage = {Quota.objects.get(pk=pk).name: u for pk, u in usage_by_quota().items()}
+    lingjun_node = Resources(8, 96000, 1600 * 1024)
+    assert usage["llm-finetune"].guaranteed_used == usage["llm-finetune"].borrowed == lingjun_node
+    assert usage["llm-pretrain"].lent == lingjun_node and usage["llm-pretrain"].guaranteed_used == Resources()
 
 
 def test_the_quotas_page_and_list_quotas_read_usage_in_as_many_queries_for_fifteen_quotas_as_for_five(

@@ -146,6 +146,9 @@ def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: st
         # visible device is cuda:0, so LOCAL_RANK is 0 (torch.cuda.set_device(LOCAL_RANK)).
         "LOCAL_RANK": "0",
         "CUDA_VISIBLE_DEVICES": gpus, "NVIDIA_VISIBLE_DEVICES": gpus,
+        # The indices are NVML's, in PCI bus order; CUDA's own default order is fastest first,
+        # which on a node of mixed GPUs would give a pod another GPU than the one it was assigned.
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OPENDLC_JOB_ID": job.job_id, "OPENDLC_POD_ID": pod.pod_id,
         "OPENDLC_CKPT_DIR": checkpoint_dir(job.job_id),
     }

@@ -16,6 +16,15 @@ torch = pytest.importorskip("torch")
 from .test_tensors import assert_same, tensor_state  # noqa: E402
 
 
+@pytest.fixture
+def forks():
+    """A process that started CUDA never forks its writer (Checkpointer._forks copies instead), so
+    a test of the forked child has none to test once an earlier test of this run started CUDA; a
+    hook meant for the child would then run in pytest itself (one SIGKILLs its process)."""
+    if torch.cuda.is_initialized():
+        pytest.skip("CUDA was started in this process by an earlier test: no writer is forked")
+
+
 def pid_recording_hook(pid_file: Path):
     """A hook that writes the id of the process writing the payload into pid_file."""
     def hook(stage, path):
@@ -45,6 +54,7 @@ def parked_child_hook():
     return hook, release
 
 
+@pytest.mark.usefixtures("forks")
 def test_fork_mode_loads_back_the_tensors_and_objects_it_saved(tmp_path):
     with Checkpointer(tmp_path, snapshot="fork") as ckpt:
         ckpt.save(5, tensor_state())
@@ -53,6 +63,7 @@ def test_fork_mode_loads_back_the_tensors_and_objects_it_saved(tmp_path):
     assert_same(state, tensor_state())
 
 
+@pytest.mark.usefixtures("forks")
 def test_fork_mode_also_writes_plain_python_states(tmp_path):
     state = {"weights": [0.5, -1.0], "meta": ("adam", {"lr": 1e-3})}
     with Checkpointer(tmp_path, snapshot="fork") as ckpt:
@@ -60,6 +71,7 @@ def test_fork_mode_also_writes_plain_python_states(tmp_path):
     assert Checkpointer(tmp_path).load_latest() == (2, state)
 
 
+@pytest.mark.usefixtures("forks")
 def test_a_forked_save_returns_while_the_child_is_still_writing(tmp_path):
     hook, release = parked_child_hook()
     ckpt = Checkpointer(tmp_path, snapshot="fork", hook=hook)
@@ -71,6 +83,7 @@ def test_a_forked_save_returns_while_the_child_is_still_writing(tmp_path):
     assert ckpt.load_latest()[0] == 1
 
 
+@pytest.mark.usefixtures("forks")
 def test_changes_made_right_after_a_forked_save_do_not_leak_into_the_checkpoint(tmp_path):
     hook, release = parked_child_hook()
     ckpt = Checkpointer(tmp_path, snapshot="fork", hook=hook)
@@ -83,6 +96,7 @@ def test_changes_made_right_after_a_forked_save_do_not_leak_into_the_checkpoint(
     assert torch.equal(state["w"], torch.ones(1 << 16)) and state["history"] == [1]
 
 
+@pytest.mark.usefixtures("forks")
 def test_a_child_killed_mid_write_leaves_the_previous_checkpoint_and_the_next_call_raises(tmp_path):
     def killed_at_step_2(stage, path):
         if stage == "chunk" and "step-2" in path.name:
@@ -102,6 +116,7 @@ def test_a_child_killed_mid_write_leaves_the_previous_checkpoint_and_the_next_ca
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 
+@pytest.mark.usefixtures("forks")
 def test_an_error_raised_in_the_writer_child_is_reported_by_the_next_call(tmp_path):
     def disk_full(stage, path):
         if stage == "chunk" and "step-2" in path.name:
@@ -121,6 +136,7 @@ def test_the_default_copies_cpu_tensors_in_process(tmp_path):
     assert pid == os.getpid()
 
 
+@pytest.mark.usefixtures("forks")
 def test_auto_writes_cpu_tensors_from_a_forked_child(tmp_path):
     pid = writer_pid(tmp_path / "ckpt", tmp_path / "pid", {"w": torch.ones(4)}, snapshot="auto")
     assert pid != os.getpid()

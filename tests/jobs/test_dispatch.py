@@ -28,6 +28,7 @@ def test_start_messages_carry_the_gang_layout_the_gpus_and_the_job_envs(bob, cyc
     assert env["EPOCHS"] == "3" and env["RANK"] == "1" and env["WORLD_SIZE"] == "2" and env["LOCAL_RANK"] == "0"
     assert env["MASTER_ADDR"] == "gpu-a.lab" and env["MASTER_PORT"] == str(master_port(job.job_id))
     assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # the indices are NVML's
     assert env["OPENDLC_JOB_ID"] == job.job_id and env["OPENDLC_POD_ID"] == worker.payload["pod_id"]
     assert env["OPENDLC_CKPT_DIR"] == f"{settings.OPENDLC_POD_ROOT}/{job.job_id}/checkpoints"
     assert master.payload["env"]["RANK"] == "0"

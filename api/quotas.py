@@ -1,17 +1,16 @@
 """PaiStudio 2022-01-12 quota and node actions: CreateQuota, GetQuota, ListQuotas, UpdateQuota,
 DeleteQuota, ListNodes, ListQuotaWorkloads (keys as docs/api-map.md lists them).
 
-A quota's Min is the nodes assigned to it and to its sub-quotas. Anyone of a tenant reads that
-tenant's quotas; changing one needs a staff user or an owner/admin of a workspace bound to the
-quota or to one of its ancestors (creating a root quota needs staff).
+A quota's Min is the nodes assigned to it and to its sub-quotas. Who may see and change which quota,
+and the changes themselves, are quotas.services' (the console calls the same functions); this module
+parses the SDK's requests and turns the service's refusals into SDK errors.
 """
 
 from __future__ import annotations
 
-import secrets
+import re
 from collections import Counter, defaultdict
 
-from django.db import transaction
 from django.db.models import Count
 
 from apikit import params
@@ -22,9 +21,9 @@ from apikit.views import SdkView
 from jobs.models import Job, Pod
 from jobs.states import FINAL, WAITING
 from jobs.usage import usage_by_quota
-from quotas.models import (
-    Membership, Node, NodeStatus, QueueStrategy, Quota, ResourceSpec, ResourceType, Role, Workspace,
-)
+from quotas import services
+from quotas.models import Node, QueueStrategy, Quota, ResourceSpec, ResourceType
+from quotas.services import visible_nodes, visible_quotas
 from quotas.tree import subtrees
 
 QUOTA_SORT = ("QuotaName", "Status", "CPU", "Memory", "GPU", "GmtCreatedTime", "GmtModifiedTime")
@@ -32,34 +31,35 @@ QUOTA_SORT = ("QuotaName", "Status", "CPU", "Memory", "GPU", "GmtCreatedTime", "
 
 # --- who may see and change what ---------------------------------------------------------------
 
-def visible_quotas(user):
-    quotas = Quota.objects.select_related("parent")
-    if user.is_staff:
-        return quotas
-    return quotas.filter(tenant__in=Workspace.objects.filter(memberships__user=user).values("tenant"))
-
-
-def lineage(quota: Quota) -> list[Quota]:
-    """The quota and its ancestors, root last."""
-    chain = [quota]
-    while chain[-1].parent_id:
-        chain.append(chain[-1].parent)
-    return chain
-
-
-def can_administer(user, quota: Quota) -> bool:
-    if user.is_staff:
-        return True
-    return Membership.objects.filter(
-        user=user, role__in=(Role.OWNER, Role.ADMIN), workspace__quotas__in=lineage(quota)
-    ).exists()
-
-
 def get_visible_quota(user, quota_id: str) -> Quota:
-    quota = visible_quotas(user).filter(quota_id=quota_id).first()
-    if quota is None:
-        raise not_found("Quota", quota_id)
-    return quota
+    return _call(services.quota_for_user, user, quota_id)
+
+
+API_FIELDS = {
+    "name": "QuotaName", "description": "Description", "parent": "ParentQuotaId", "resource_type": "ResourceType",
+    "queue_strategy": "QueueStrategy", "allow_priority_preemption": "QuotaConfig.EnableSelfQuotaPreemption",
+}
+NODE_SPEC_KEY = re.compile(r"node_specs\[(\d+)\]\.(type|count)")
+
+
+def _api_field(key: str) -> str:
+    if match := NODE_SPEC_KEY.fullmatch(key):
+        return f"Min.NodeSpecs[{match[1]}].{match[2].capitalize()}"
+    return API_FIELDS.get(key, key)
+
+
+def _call(fn, *args, **kwargs):
+    """Run a quota service function; its refusals become the SDK's 404 / 403 / 400."""
+    try:
+        return fn(*args, **kwargs)
+    except services.QuotaNotFound as exc:
+        raise not_found("Quota", exc.quota_id) from None
+    except services.QuotaForbidden as exc:
+        raise forbidden(str(exc)) from None
+    except services.QuotaRefused as exc:
+        raise invalid_fields({_api_field(k): v for k, v in exc.errors.items()}) from None
+    except services.QuotaInUse as exc:
+        raise ApiError("QuotaInUse", str(exc)) from None
 
 
 # --- shaping: the Quota model of the SDK ---------------------------------------------------------
@@ -175,7 +175,7 @@ class QuotasView(SdkView):
     @sdk_action("CreateQuota", "Create a quota; Min.NodeSpecs takes free nodes from the parent or the public pool",
                 body=True)
     def post(self, request):
-        quota = create_quota(request.user, self.body(request))
+        quota = _call(services.create_quota, request.user, _quota_request(self.body(request)))
         return self.reply(request, {"QuotaId": quota.quota_id})
 
 
@@ -189,16 +189,12 @@ class QuotaView(SdkView):
 
     @sdk_action("UpdateQuota", "Rename or re-describe a quota, change its queue strategy", body=True)
     def put(self, request, quota_id):
-        quota = get_visible_quota(request.user, quota_id)
-        _require_admin(request.user, quota)
-        update_quota(quota, self.body(request))
+        quota = _call(services.update_quota, request.user, quota_id, **_quota_changes(self.body(request)))
         return self.reply(request, {"QuotaId": quota.quota_id})
 
     @sdk_action("DeleteQuota", "Delete a quota without sub-quotas or jobs; its nodes go back to the parent")
     def delete(self, request, quota_id):
-        quota = get_visible_quota(request.user, quota_id)
-        _require_admin(request.user, quota)
-        delete_quota(quota)
+        _call(services.delete_quota, request.user, quota_id)
         return self.reply(request, {"QuotaId": quota_id})
 
 
@@ -236,186 +232,58 @@ def _quota_sort_key(sort_by: str):
     }[sort_by]
 
 
-def _require_admin(user, quota: Quota) -> None:
-    if not can_administer(user, quota):
-        raise forbidden(
-            f"Changing quota {quota.quota_id} needs a staff user or an owner/admin of a workspace bound to it."
-        )
+# --- CreateQuota / UpdateQuota: the SDK's body as the service's values ----------------------------
 
+def _quota_request(body: dict) -> services.QuotaRequest:
+    def given(key, default):
+        return body[key] if params.given(body.get(key)) else default
 
-# --- CreateQuota / UpdateQuota / DeleteQuota ----------------------------------------------------
-
-@transaction.atomic
-def create_quota(user, body: dict) -> Quota:
-    parent = _parent_of(user, body)
-    name = _quota_name(body.get("QuotaName"))
-    rtype = _resource_type(body.get("ResourceType"), parent)
-    quota = Quota.objects.create(
-        quota_id=f"quota{secrets.token_hex(6)}",
-        name=name,
-        description=_description(body.get("Description")),
-        tenant=parent.tenant if parent else _tenant_of(user),
-        resource_type=rtype,
-        parent=parent,
-        queue_strategy=_queue_strategy(body.get("QueueStrategy"), QueueStrategy.BEST_EFFORT),
-        allow_priority_preemption=_self_preemption(body.get("QuotaConfig"), False),
-    )
-    _assign_nodes(quota, parent, rtype, body.get("Min"))
-    return quota
-
-
-def _parent_of(user, body: dict) -> Quota | None:
     parent_id = body.get("ParentQuotaId")
-    if not params.given(parent_id):
-        if not user.is_staff:
-            raise forbidden("Creating a root quota needs a staff user; give ParentQuotaId to create a sub-quota.")
-        return None
-    parent = visible_quotas(user).filter(quota_id=str(parent_id)).first()
-    if parent is None:
-        raise invalid("ParentQuotaId", f"no quota {parent_id!r}")
-    _require_admin(user, parent)
-    return parent
+    return services.QuotaRequest(
+        name=body.get("QuotaName"),
+        parent_id=str(parent_id) if params.given(parent_id) else None,
+        description=given("Description", ""),
+        resource_type=given("ResourceType", None),
+        queue_strategy=given("QueueStrategy", QueueStrategy.BEST_EFFORT),
+        allow_priority_preemption=_self_preemption(body.get("QuotaConfig"), False),
+        node_counts=_node_specs(body.get("Min")),
+    )
 
 
-def _quota_name(value) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise invalid("QuotaName", "is required (1 to 64 characters)")
-    value = value.strip()
-    if len(value) > 64:
-        raise invalid("QuotaName", f"must be at most 64 characters, got {len(value)}")
-    if Quota.objects.filter(name=value).exists():
-        raise invalid("QuotaName", f"a quota named {value!r} already exists")
-    return value
+def _quota_changes(body: dict) -> dict:
+    """UpdateQuota changes only what the body gives."""
+    changes = {}
+    if params.given(body.get("QuotaName")):
+        changes["name"] = body["QuotaName"]
+    if body.get("Description") is not None:
+        changes["description"] = body["Description"]
+    if params.given(body.get("QueueStrategy")):
+        changes["queue_strategy"] = body["QueueStrategy"]
+    if (preemption := _self_preemption(body.get("QuotaConfig"), None)) is not None:
+        changes["allow_priority_preemption"] = preemption
+    return changes
 
 
-def _description(value) -> str:
-    if not params.given(value):
-        return ""
-    if not isinstance(value, str) or len(value) > 256:
-        raise invalid("Description", "must be a string of at most 256 characters")
-    return value
-
-
-def _resource_type(value, parent: Quota | None) -> str:
-    if not params.given(value):
-        return parent.resource_type if parent else ResourceType.ECS
-    if value not in ResourceType.values:
-        raise invalid("ResourceType", f"must be one of {', '.join(ResourceType.values)}, got {value!r}")
-    if parent and value != parent.resource_type:
-        raise invalid("ResourceType", f"must match the parent quota's {parent.resource_type}, got {value!r}")
-    return value
-
-
-def _queue_strategy(value, default: str) -> str:
-    if not params.given(value):
-        return default
-    if value not in QueueStrategy.values:
-        raise invalid("QueueStrategy", f"must be one of {', '.join(QueueStrategy.values)}, got {value!r}")
-    return value
-
-
-def _self_preemption(config, default: bool) -> bool:
+def _self_preemption(config, default: bool | None) -> bool | None:
     if not params.given(config):
         return default
     if not isinstance(config, dict):
         raise invalid("QuotaConfig", "must be an object")
     value = config.get("EnableSelfQuotaPreemption")
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise invalid("QuotaConfig.EnableSelfQuotaPreemption", f"must be true or false, got {value!r}")
-    return value
+    return default if value is None else value
 
 
-def _tenant_of(user):
-    membership = Membership.objects.filter(user=user).select_related("workspace__tenant").order_by(
-        "-is_default", "pk").first()
-    if membership is None:
-        from quotas.models import Tenant
-
-        tenant = Tenant.objects.order_by("pk").first()
-        if tenant is None:
-            raise ApiError("InvalidParameter", "There is no tenant to create the quota in.")
-        return tenant
-    return membership.workspace.tenant
-
-
-def _assign_nodes(quota: Quota, parent: Quota | None, rtype: str, min_spec) -> None:
-    """Move Min.NodeSpecs' nodes from the parent's own nodes (or the public pool) to the quota."""
-    wanted = _node_specs(min_spec, rtype)
-    source = f"parent quota {parent.name}" if parent else "public pool"
-    errors = {}
-    for index, (spec, count) in enumerate(wanted):
-        # Locked in pk order, so two CreateQuota calls cannot take the same free node.
-        free = list(
-            Node.objects.select_for_update().filter(quota=parent, spec=spec, status=NodeStatus.READY)
-            .exclude(pk__in=Pod.objects.holding().values("node")).order_by("pk")[:count]
-        )
-        if len(free) < count:
-            errors[f"Min.NodeSpecs[{index}].Count"] = (
-                f"only {len(free)} free {spec.instance_type} node(s) in the {source}, asked for {count}"
-            )
-            continue
-        Node.objects.filter(pk__in=[n.pk for n in free]).update(quota=quota)
-    if errors:
-        raise invalid_fields(errors)
-
-
-def _node_specs(min_spec, rtype: str) -> list[tuple[ResourceSpec, int]]:
+def _node_specs(min_spec) -> tuple[tuple, ...]:
+    """Min.NodeSpecs as (Type, Count) pairs; the service checks the types and counts."""
     if not params.given(min_spec):
-        return []
+        return ()
     if not isinstance(min_spec, dict):
         raise invalid("Min", "must be an object with NodeSpecs: [{Type, Count}]")
     node_specs = min_spec.get("NodeSpecs") or []
     if not isinstance(node_specs, list):
         raise invalid("Min.NodeSpecs", "must be a list of {Type, Count}")
-    specs = {s.instance_type: s for s in ResourceSpec.objects.all()}
-    out, errors, seen = [], {}, set()
-    for i, item in enumerate(node_specs):
-        field = f"Min.NodeSpecs[{i}]"
-        item = item if isinstance(item, dict) else {}
-        spec = specs.get(item.get("Type"))
-        count = item.get("Count")
-        if spec is None:
-            errors[f"{field}.Type"] = f"unknown instance type {item.get('Type')!r}; known: {', '.join(sorted(specs))}"
-        elif spec.resource_type != rtype:
-            errors[f"{field}.Type"] = f"{spec.instance_type} is {spec.resource_type}, the quota is {rtype}"
-        elif spec.instance_type in seen:
-            errors[f"{field}.Type"] = f"{spec.instance_type} is listed twice"
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            errors[f"{field}.Count"] = f"must be a whole number of nodes, at least 1, got {count!r}"
-        if spec is not None and f"{field}.Type" not in errors and f"{field}.Count" not in errors:
-            seen.add(spec.instance_type)
-            out.append((spec, count))
-    if errors:
-        raise invalid_fields(errors)
-    return out
-
-
-@transaction.atomic
-def update_quota(quota: Quota, body: dict) -> None:
-    if params.given(body.get("QuotaName")) and body["QuotaName"] != quota.name:
-        quota.name = _quota_name(body["QuotaName"])
-    if "Description" in body and body["Description"] is not None:
-        quota.description = _description(body["Description"])
-    quota.queue_strategy = _queue_strategy(body.get("QueueStrategy"), quota.queue_strategy)
-    quota.allow_priority_preemption = _self_preemption(body.get("QuotaConfig"), quota.allow_priority_preemption)
-    quota.save()
-
-
-@transaction.atomic
-def delete_quota(quota: Quota) -> None:
-    children = list(quota.children.values_list("quota_id", flat=True))
-    if children:
-        raise ApiError("QuotaInUse", f"Quota {quota.quota_id} still has sub-quotas {', '.join(children)}; delete them first.")
-    live = quota.jobs.exclude(status__in=FINAL).count()
-    if live:
-        raise ApiError("QuotaInUse", f"Quota {quota.quota_id} has {live} job(s) not finished; stop them first.")
-    if quota.jobs.exists():
-        raise ApiError("QuotaInUse", f"Quota {quota.quota_id} has finished jobs that refer to it; it is kept for their history.")
-    # Its nodes go back where they came from: the parent, or the public pool.
-    Node.objects.filter(quota=quota).update(quota=quota.parent)
-    quota.delete()
+    items = [item if isinstance(item, dict) else {} for item in node_specs]
+    return tuple((item.get("Type"), item.get("Count")) for item in items)
 
 
 # --- ListNodes ----------------------------------------------------------------------------------
@@ -441,7 +309,7 @@ class NodesView(SdkView):
 
 
 def _filtered_nodes(user, q):
-    nodes = Node.objects.select_related("spec", "quota")
+    nodes = visible_nodes(user).select_related("spec", "quota")
     quota_id = params.text(q, "QuotaId") or params.text(q, "FilterByQuotaId")
     if quota_id:
         quota = get_visible_quota(user, quota_id)

@@ -13,7 +13,7 @@ from django.forms import formset_factory
 from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from jobs.services import POD_RESOURCE_LIMITS
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
-from quotas.tree import subtrees
+from quotas.services import assignable_nodes, parent_choices, workspace_choices
 
 DISCOUNTS = [(f"0.{n}", f"{n}0%") for n in range(1, 10)]
 FRAMEWORKS = [
@@ -233,9 +233,12 @@ RoleFormSet = formset_factory(RoleForm, formset=BaseRoleFormSet, extra=0, can_de
 
 
 class QuotaForm(forms.ModelForm):
+    """The fields of a quota; quotas.services.create_quota / update_quota make the change (the form
+    is never saved itself), and the choices are only what the user may pick."""
+
     nodes = forms.ModelMultipleChoiceField(
         label="Nodes", queryset=Node.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
-        help_text="Nodes of the public pool, or of the parent quota for a sub-quota.",
+        help_text="Free Ready nodes of the public pool, or of the parent quota for a sub-quota.",
     )
 
     class Meta:
@@ -247,21 +250,25 @@ class QuotaForm(forms.ModelForm):
         labels = {"min_runtime_before_preemption_s": "Minimum runtime before preemption (s)"}
         widgets = {"workspaces": forms.CheckboxSelectMultiple}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         quota = self.instance if self.instance.pk else None
-        parents = Quota.objects.all()
-        if quota:
-            parents = parents.exclude(pk__in=subtrees()[quota.pk])  # no loops: not itself or below it
-        self.fields["parent"].queryset = parents
-        self.fields["nodes"].queryset = assignable_nodes(quota, self._parent())
+        self.fields["parent"].queryset = parent_choices(user, quota)
+        if not user.is_staff and not (quota and quota.parent_id is None):
+            self.fields["parent"].required = True  # a root quota needs staff
+            self.fields["parent"].error_messages["required"] = "Choose the parent quota: a root quota needs a staff user."
+        self.fields["workspaces"].queryset = workspace_choices(user, quota)
+        self.fields["nodes"].queryset = (
+            assignable_nodes(quota, self._parent()).select_related("spec", "quota").order_by("spec__instance_type", "name")
+        )
         if quota:
             self.fields["nodes"].initial = list(quota.nodes.values_list("pk", flat=True))
 
     def _parent(self):
+        """The parent as asked, if it is one of the choices: it picks the pool of nodes offered."""
         raw = self["parent"].value()
         try:
-            return Quota.objects.filter(pk=int(raw)).first() if raw else None
+            return self.fields["parent"].queryset.filter(pk=int(raw)).first() if raw else None
         except (TypeError, ValueError):
             return None
 
@@ -271,11 +278,3 @@ class QuotaForm(forms.ModelForm):
             if data.get("resource_type") and node.spec.resource_type != data["resource_type"]:
                 self.add_error("nodes", f"{node.name} is a {node.spec.get_resource_type_display()} node; this quota is {data['resource_type']}.")
         return data
-
-
-def assignable_nodes(quota, parent):
-    """The quota's own nodes plus the pool it takes from: the parent's nodes, or the public pool."""
-    pool = Node.objects.filter(quota=parent) if parent else Node.objects.filter(quota__isnull=True)
-    if quota:
-        pool = pool | Node.objects.filter(quota=quota)
-    return pool.select_related("spec", "quota").order_by("spec__instance_type", "name")

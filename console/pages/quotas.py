@@ -2,24 +2,30 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.shortcuts import get_object_or_404, redirect
+from django.http import Http404
+from django.shortcuts import redirect
 
 from console.forms import QuotaForm
 from console.pages.base import page, require_quota_admin
 from console.pages.usage import quota_usage
 from jobs.models import Pod
-from quotas.models import Node, Quota
+from quotas.models import Quota
+from quotas.services import (
+    QuotaNotFound, QuotaRefused, QuotaRequest, administered_quotas, create_quota, quota_for_user, update_quota,
+    visible_nodes, visible_quotas,
+)
 
 
 @login_required
 def quota_list(request):
     require_quota_admin(request.user)
-    quotas = list(Quota.objects.select_related("parent").prefetch_related("workspaces").order_by("name"))
+    quotas = list(visible_quotas(request.user).prefetch_related("workspaces").order_by("name"))
     usage = quota_usage(quotas)
-    return page(request, "console/quotas/list.html", {"tree": tree(quotas, usage)}, nav="quotas")
+    editable = set(administered_quotas(request.user).values_list("pk", flat=True))
+    return page(request, "console/quotas/list.html", {"tree": tree(quotas, usage), "editable": editable},
+                nav="quotas")
 
 
 def tree(quotas, usage) -> list[dict]:
@@ -41,51 +47,46 @@ def tree(quotas, usage) -> list[dict]:
 @login_required
 def quota_edit(request, quota_id=None):
     require_quota_admin(request.user)
-    quota = get_object_or_404(Quota, quota_id=quota_id) if quota_id else None
-    form = QuotaForm(request.POST or None, instance=quota)
-    if request.method == "POST" and form.is_valid():
-        saved = save_quota(form, request.user)
+    quota = _quota_to_change(request.user, quota_id) if quota_id else None
+    form = QuotaForm(request.POST or None, instance=quota, user=request.user)
+    if request.method == "POST" and form.is_valid() and (saved := save_quota(form, request.user, quota)):
         messages.success(request, f"Quota {saved.name} saved.")
         return redirect("console:quotas")
     return page(request, "console/quotas/edit.html", {"form": form, "quota": quota}, nav="quotas")
 
 
-@transaction.atomic
-def save_quota(form, user) -> Quota:
-    quota = form.save(commit=False)
-    if not quota.pk:
-        quota.tenant = _tenant_for(user, form.cleaned_data.get("parent"))
-        quota.quota_id = next_quota_id()
-    quota.save()
-    form.save_m2m()
-    chosen = set(n.pk for n in form.cleaned_data["nodes"])
-    pool = form.cleaned_data.get("parent")
-    # Nodes taken away go back where they came from: the parent quota or the public pool.
-    Node.objects.filter(quota=quota).exclude(pk__in=chosen).update(quota=pool)
-    Node.objects.filter(pk__in=chosen).update(quota=quota)
-    return quota
+def _quota_to_change(user, quota_id: str) -> Quota:
+    """A quota of another tenant is a 404, as one that does not exist; one the user may only read, a 403."""
+    try:
+        return quota_for_user(user, quota_id, admin=True)
+    except QuotaNotFound as exc:
+        raise Http404(str(exc)) from None
 
 
-def _tenant_for(user, parent):
-    from quotas.models import Tenant
-
-    if parent:
-        return parent.tenant
-    workspace = user.workspaces.select_related("tenant").first()
-    return workspace.tenant if workspace else Tenant.objects.order_by("pk").first()
-
-
-def next_quota_id() -> str:
-    last = Quota.objects.filter(quota_id__startswith="quota").order_by("-quota_id").values_list("quota_id", flat=True).first()
-    number = int(last[5:]) + 1 if last and last[5:].isdigit() else 1
-    return f"quota{number:08d}"
+def save_quota(form, user, quota: Quota | None) -> Quota | None:
+    """Create or change the quota through quotas.services; its refusals go next to their fields."""
+    data = form.cleaned_data
+    values = {
+        "name": data["name"], "description": data["description"],
+        "parent_id": data["parent"].quota_id if data["parent"] else None,
+        "resource_type": data["resource_type"], "queue_strategy": data["queue_strategy"],
+        "allow_priority_preemption": data["allow_priority_preemption"],
+        "min_runtime_before_preemption_s": data["min_runtime_before_preemption_s"],
+        "workspace_ids": tuple(w.pk for w in data["workspaces"]), "node_ids": tuple(n.pk for n in data["nodes"]),
+    }
+    try:
+        return update_quota(user, quota.quota_id, **values) if quota else create_quota(user, QuotaRequest(**values))
+    except QuotaRefused as refused:
+        for field, message in refused.errors.items():
+            form.add_error(field if field in form.fields else None, message)
+        return None
 
 
 @login_required
 def node_list(request):
     holding = Pod.objects.holding().filter(node=OuterRef("pk")).order_by().values("node")
     nodes = (
-        Node.objects.select_related("spec", "quota")
+        visible_nodes(request.user).select_related("spec", "quota")
         .annotate(gpus_used=Coalesce(Subquery(holding.annotate(total=Sum("gpu")).values("total"),
                                               output_field=IntegerField()), Value(0)),
                   pod_count=Coalesce(Subquery(holding.annotate(n=Count("pk")).values("n"),

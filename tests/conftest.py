@@ -57,3 +57,30 @@ def bob(demo_cluster):
 @pytest.fixture
 def charlie(demo_cluster):
     return get_user_model().objects.get(username="charlie")
+
+
+@pytest.fixture
+def mallory(demo_cluster):
+    """The owner of workspace red-team in a second tenant, acme, with her own quota red-quota and its
+    two V100 nodes: nothing of hers may show in the demo tenant, nor anything of the demo in hers."""
+    from quotas.models import Membership, Node, Quota, ResourceSpec, Role, Tenant, Workspace
+
+    acme = Tenant.objects.create(name="acme")
+    user = get_user_model().objects.create_user("mallory", "mallory@example.com", demo.DEMO_PASSWORD)
+    red_team = Workspace.objects.create(tenant=acme, name="red-team")
+    Membership.objects.create(workspace=red_team, user=user, role=Role.OWNER, is_default=True)
+    quota = Quota.objects.create(quota_id="quotaacme0001", name="red-quota", tenant=acme)
+    quota.workspaces.set([red_team])
+    v100 = ResourceSpec.objects.get(instance_type="ecs.gn6v-c8g1.16xlarge")
+    Node.objects.bulk_create(Node(name=f"red-quota-gn6v-{i}", spec=v100, quota=quota) for i in range(2))
+    return user
+
+
+@pytest.fixture
+def bob_admin(bob):
+    """bob as an admin (not staff) of ml-research in the demo tenant: he administers the quotas bound to
+    it (ml-platform and below, llm-pretrain)."""
+    from quotas.models import Membership, Role
+
+    Membership.objects.filter(user=bob, workspace__name="ml-research").update(role=Role.ADMIN)
+    return bob

@@ -271,10 +271,3 @@ class QuotaForm(forms.ModelForm):
             return self.fields["parent"].queryset.filter(pk=int(raw)).first() if raw else None
         except (TypeError, ValueError):
             return None
-
-    def clean(self):
-        data = super().clean()
-        for node in data.get("nodes") or []:
-            if data.get("resource_type") and node.spec.resource_type != data["resource_type"]:
-                self.add_error("nodes", f"{node.name} is a {node.spec.get_resource_type_display()} node; this quota is {data['resource_type']}.")
-        return data

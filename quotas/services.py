@@ -321,8 +321,9 @@ def _holders(nodes: list[Node]) -> dict[int, str]:
 def _set_nodes(quota: Quota, wanted: set[int]) -> None:
     """The quota holds exactly the `wanted` nodes: new ones come from its pool and must be free; the
     ones it lets go return to the pool and must not be running a pod."""
-    pool = pool_of(quota.parent).filter(pk__in=wanted)
-    nodes = _locked(Node.objects.filter(Q(quota=quota) | Q(pk__in=pool.values("pk"))))
+    locked = _locked(Node.objects.filter(Q(quota=quota) | Q(pk__in=wanted)))
+    # Read where each node is only once it is locked: another change may just have moved it.
+    nodes = [n for n in locked if n.quota_id in (quota.pk, quota.parent_id)]
     holders = _holders(nodes)
     problems = []
     if missing := wanted - {n.pk for n in nodes}:

@@ -2,6 +2,8 @@
 staff) of ml-research in the demo tenant, and mallory, the owner of red-team in the tenant acme,
 see and change only their own tenant's quotas and nodes."""
 
+import re
+
 import pytest
 from alibabacloud_paistudio20220112 import models as studio
 
@@ -82,6 +84,7 @@ def test_a_tenant_admin_creates_a_sub_quota_with_random_id_from_his_own_quota(bo
         "QuotaName": "nlp-small", "ParentQuotaId": nlp.quota_id,
         "Min": {"NodeSpecs": [{"Type": "ecs.gn6v-c8g1.16xlarge", "Count": 1}]},
     })).body.quota_id
+    assert re.fullmatch(r"quota[0-9a-f]{12}", quota_id)
     quota = Quota.objects.get(quota_id=quota_id)
     assert (quota.tenant.name, quota.parent, quota.nodes.count()) == ("demo", nlp, 1)
     assert Node.objects.filter(quota=nlp).count() == 1

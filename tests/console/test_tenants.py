@@ -134,3 +134,10 @@ def test_a_new_quota_gets_a_random_id_not_the_next_number(alice_client):
                                                   "queue_strategy": "BestEffort", "min_runtime_before_preemption_s": "0"})
     assert response.status_code == 302
     assert re.fullmatch(r"quota[0-9a-f]{12}", Quota.objects.get(name="cpu-team").quota_id)
+
+
+def test_workspaces_of_another_tenant_are_not_offered(bob_admin_client, red):
+    nlp = Quota.objects.get(name="nlp-team")
+    for url in ("/quotas/new/", f"/quotas/{nlp.quota_id}/edit/"):
+        html = bob_admin_client.get(url).content.decode()
+        assert "ml-research" in html and "red-team" not in html

@@ -21,7 +21,7 @@ import itertools
 import logging
 import time
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 import scheduler
@@ -30,11 +30,10 @@ from cycle.apply import apply
 from cycle.pacing import Contention
 from cycle.waiting import WaitingJobs
 from jobs import cycle_requests, dispatch
+from jobs.cycle_lock import hold_cycle_lock
 
 log = logging.getLogger(__name__)
 
-# Any constant works; it names the one lock every schedule cycle takes ("odlc").
-CYCLE_LOCK_KEY = 0x6F646C63
 # The task rests as long as its last cycle took, at most this long, times how short of CPU the
 # machine's other processes were meanwhile (cycle/pacing.py): back-to-back cycles would take the
 # CPU that the reports, submissions and database they wait on need, and requests made during the
@@ -85,7 +84,7 @@ class ScheduleCycle:
         """
         t = [time.perf_counter()]
         with transaction.atomic():
-            serialize_cycles()  # 1. one cycle at a time
+            hold_cycle_lock()  # 1. one cycle at a time
             t.append(time.perf_counter())
             cluster = snapshot.cluster(self.waiting.read())  # 2. snapshot
             # The clock after the reads: every job read was submitted before the cycle's now, so no
@@ -121,15 +120,5 @@ class ScheduleCycle:
         under the cycle lock, as every cycle's writes are. They are what the console shows of a
         waiting job and decide nothing: if this step is lost, the next refresh writes them."""
         with transaction.atomic():
-            serialize_cycles()
+            hold_cycle_lock()
             self.waiting.store(decisions.waiting, now)
-
-
-def serialize_cycles() -> None:
-    if connection.vendor == "postgresql":
-        # Held until this transaction ends. A second cycle waits here and only then reads its
-        # snapshot, so it sees every binding the first one committed: no node is booked twice.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK_KEY])
-    # SQLite: the transaction began IMMEDIATE (console/config.py), which took the database's
-    # write lock at BEGIN, so cycles (and every other writer) already run one at a time.

@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F, Q
 
+from jobs.cycle_lock import hold_cycle_lock
 from jobs.models import Pod
 from jobs.states import FINAL
 from quotas.models import (
@@ -293,6 +294,8 @@ def _bind_workspaces(quota: Quota, workspace_ids) -> None:
 # --- scale: which nodes a quota holds -------------------------------------------------------------
 
 def _locked(nodes, limit: int | None = None) -> list[Node]:
+    # No schedule cycle may bind a pod to a node between the check that no pod holds it and its move.
+    hold_cycle_lock()
     # Nodes are locked in pk order by every writer, so two changes that touch the same nodes wait
     # for each other instead of deadlocking, and neither takes a node the other just took.
     nodes = nodes.select_related("spec").order_by("pk").select_for_update(of=("self",))

@@ -97,7 +97,7 @@ def test_two_cycles_at_once_never_book_a_node_twice(bob, monkeypatch):
 
 def test_without_the_cycle_lock_the_same_race_double_books(bob, monkeypatch):
     """The control: proves the test above would catch a double booking."""
-    monkeypatch.setattr(schedule, "serialize_cycles", lambda: None)
+    monkeypatch.setattr(schedule, "hold_cycle_lock", lambda: None)
     overlapped = race(bob, monkeypatch, wait_s=30)
     assert overlapped
     assert over_allocations() != []

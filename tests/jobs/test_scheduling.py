@@ -36,13 +36,13 @@ def test_a_job_submitted_while_the_cycle_waits_for_its_lock_is_not_bound_before_
     # lock (as a submitter's commit does) is bound at or after its submission, never before.
 
     submitted = []
-    lock = schedule.serialize_cycles
+    lock = schedule.hold_cycle_lock
 
     def lock_then_a_submission():
         lock()
         submitted.append(create_job(bob, make_request(pods=1)))
 
-    monkeypatch.setattr(schedule, "serialize_cycles", lock_then_a_submission)
+    monkeypatch.setattr(schedule, "hold_cycle_lock", lock_then_a_submission)
     cycle()
     pod = submitted[0].pods.get()
     assert pod.node is not None and pod.bound_at >= submitted[0].submitted_at

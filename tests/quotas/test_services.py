@@ -1,10 +1,14 @@
 """quotas.services' rules that neither face lets a user reach by accident: the tenant of a quota's
 workspaces, root quotas, and bindings left across tenants by the console before the service."""
 
-import pytest
+import threading
 
+import pytest
+from django.db import connection, connections, transaction
+
+from jobs.cycle_lock import hold_cycle_lock
 from quotas import services
-from quotas.models import Quota, Workspace
+from quotas.models import Node, Quota, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -39,3 +43,39 @@ def test_a_staff_user_without_a_workspace_is_told_where_a_root_quota_would_go(al
         services.create_quota(alice, services.QuotaRequest(name="orphan"))
     assert "join a workspace" in refused.value.errors["parent"]
     assert not Quota.objects.filter(name="orphan").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite runs one writer at a time anyway")
+def test_a_node_moves_only_between_schedule_cycles(alice):
+    """A cycle could otherwise bind a pod to a node between the check that none holds it and its move."""
+    cv = Quota.objects.get(name="cv-team")
+    keep = set(Node.objects.filter(quota=cv).order_by("pk").values_list("pk", flat=True)[:1])
+    cycle_holds, cycle_done, moved = threading.Event(), threading.Event(), threading.Event()
+
+    def a_cycle():
+        try:
+            with transaction.atomic():
+                hold_cycle_lock()
+                cycle_holds.set()
+                cycle_done.wait(10)
+        finally:
+            connections.close_all()
+
+    def a_move():
+        try:
+            services.update_quota(alice, cv.quota_id, node_ids=keep)
+            moved.set()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=a_cycle), threading.Thread(target=a_move)]
+    threads[0].start()
+    assert cycle_holds.wait(10)
+    threads[1].start()
+    assert not moved.wait(0.5)  # the move waits for the cycle
+    cycle_done.set()
+    assert moved.wait(10)
+    for t in threads:
+        t.join(10)
+    assert set(Node.objects.filter(quota=cv).values_list("pk", flat=True)) == keep

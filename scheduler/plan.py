@@ -74,7 +74,14 @@ from .model import (
 from .placement import FailedShapes, gang_fits, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
-from .spot import bid_problem, outbid_releases, releasable
+from .spot import bid_problem, outbid_releases, releasable, reserve_closed
+
+
+def _whole_free(state) -> bool:
+    """Nothing holds any of the node: an instance of its type can start on it."""
+    cap = state.node.capacity
+    return state.free == [cap.gpu, cap.cpu_m, cap.mem_mib]
+
 
 # Outcomes of a job's turn in pass 1 of step 5.
 ADMITTED, WAITS, LATER = "admitted", "waits", "later"
@@ -184,11 +191,38 @@ class Cycle:
             self._wait(job, BID_BELOW_PRICE if kind == "bid" else NO_STOCK, msg)
             return
         scope, itype = self._pool_scope(job)
-        if not self._try_admit(job, scope, KIND_SPOT):
+        placed = self._place(job, scope)
+        if placed is None:
             code, msg = self._cached_reason(
                 job, scope, "stock", lambda: no_stock(self.view, scope, job, job.need,
                                                       itype))
             self._wait(job, code, msg)
+            return
+        closed = self._reserve_closed(scope, placed)
+        if closed is not None:
+            self._wait(job, NO_STOCK, closed)
+            return
+        self._admit(job, placed, KIND_SPOT)
+
+    def _reserve_closed(self, scope: Scope, placed) -> str | None:
+        """Why the placement would leave less than the pay-as-you-go reserve of a pool it takes
+        nodes of (rule 7: pay-as-you-go takes inventory first), or None."""
+        taken: dict[str, set[str]] = {}
+        for _, name in placed:
+            state = self.view.states[name]
+            names = taken.setdefault(state.node.instance_type, set())
+            if _whole_free(state):
+                names.add(name)
+        for itype, names in sorted(taken.items()):
+            pool = scope.names_for(itype)
+            key = ("free nodes", scope.key, itype, scope.version)
+            free = self.view.memo.get(key)
+            if free is None:
+                free = self.view.memo[key] = sum(_whole_free(self.view.states[n]) for n in pool)
+            closed = reserve_closed(itype, len(pool), free, len(names))
+            if closed is not None:
+                return closed
+        return None
 
     def _stock_candidates(self) -> Candidates:
         if self.stock_candidates is None:

@@ -5,16 +5,61 @@ quota). A spot job is admitted when its bid is at or above the current market pr
 has the stock; a running spot job is released when its bid falls below the release price (ECS:
 the current price; Lingjun: the average price over the last hour), or when pay-as-you-go demand
 needs its capacity, but never inside its protection period.
+
+Stock (SpotStockStatus) is counted in whole nodes, the one definition the scheduler, the market
+pages and ListEcsSpecs share: PAI sells spot by instance, a pod of the public pool takes a whole
+node of its type, and GPUs free in pieces across busy nodes start no instance. Pay-as-you-go
+takes inventory before spot, so the pool keeps a reserve of free nodes for it (RESERVE_RATIO of
+its Ready nodes, rounded up). For a request of ``requested`` whole nodes:
+
+- ``WithoutStock``    fewer free nodes than requested;
+- ``ClosedWithStock`` it fits, but would leave fewer free nodes than the reserve;
+- ``WithStock``       it fits and leaves the reserve free.
+
+Running spot is released for stock only when pay-as-you-go needs the capacity (plan step 3),
+never to refill the reserve.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
 from .decisions import OUTBID, PreemptionReason
 from .model import KIND_SPOT, LINGJUN, MarketState, PendingJob, RunningPod
+
+
+WITH_STOCK = "WithStock"
+CLOSED_WITH_STOCK = "ClosedWithStock"
+WITHOUT_STOCK = "WithoutStock"
+RESERVE_RATIO = Decimal("0.1")  # Decimal: 0.1 x 30 nodes in floats rounds up to 4
+
+
+def reserve(nodes: int) -> int:
+    """Free nodes kept for pay-as-you-go; rounded up so that any pool keeps one."""
+    return math.ceil(RESERVE_RATIO * nodes)
+
+
+def stock_status(nodes: int, free_nodes: int, requested: int = 1) -> str:
+    """SpotStockStatus of a pool of ``nodes`` Ready nodes, ``free_nodes`` of them holding no pod,
+    for a request of ``requested`` whole nodes (see the module docstring)."""
+    if free_nodes < requested:
+        return WITHOUT_STOCK
+    if free_nodes - requested < reserve(nodes):
+        return CLOSED_WITH_STOCK
+    return WITH_STOCK
+
+
+def reserve_closed(instance_type: str, nodes: int, free_nodes: int, requested: int) -> str | None:
+    """Why a spot job that fits the pool may not take it (the reserve), or None when it may."""
+    status = stock_status(nodes, free_nodes, requested)
+    if status == WITH_STOCK:
+        return None
+    return (f"No stock for spot in the public pool of {instance_type} ({status}): {free_nodes} of "
+            f"{nodes} nodes free, {reserve(nodes)} kept for pay-as-you-go; this job needs "
+            f"{requested} node{'' if requested == 1 else 's'}")
 
 
 def release_price(market: MarketState) -> Decimal:

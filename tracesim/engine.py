@@ -276,9 +276,11 @@ class Replay:
           the quota keeps more room than all its jobs here need: best fit picks the fewest
           GPUs left, then the node name, so no later one of equal free capacity could be
           picked, and the room checks all pass with or without them;
-        - nodes of other VCs (or the public pool) without free GPUs, nodes of other VCs for a
-          cycle with only ForbiddenQuotaOverSold jobs, and of nodes with equal free capacity
-          all but the first as many as the cycle has pods (best fit, as above).
+        - nodes of other VCs without free GPUs, nodes of other VCs for a cycle with only
+          ForbiddenQuotaOverSold jobs, and of nodes with equal free capacity all but the first
+          as many as the cycle has pods (best fit, as above);
+        - the public pool unless the cycle has spot jobs; then all of it, since the
+          pay-as-you-go reserve is a share of its nodes, busy or free.
         The root quota sees a smaller guarantee but never less room than its VCs: it never
         binds. tests/tracesim checks the replay is the same with and without this pruning.
         """
@@ -300,7 +302,10 @@ class Replay:
             for node in self.by_name:
                 free = self.free3[node.name]
                 vc = self.vc_of[node.name]
-                if free[0] <= 0 or vc in need or not (spot if vc is None else wide):
+                if vc is None and spot:  # the pay-as-you-go reserve counts the whole pool
+                    nodes.append(node)
+                    continue
+                if free[0] <= 0 or vc in need or not wide or vc is None:
                     continue
                 count = seen.get(free, 0)
                 if count < limit:

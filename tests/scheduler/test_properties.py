@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import (
-    ACCEPT, FORBIDDEN, FORCE, LINGJUN, MarketState, Node, PendingJob, PodRequest, Quota, Resources,
-    RunningPod, Snapshot, plan,
+    ACCEPT, FORBIDDEN, FORCE, LINGJUN, Decisions, MarketState, Node, PendingJob, PodRequest, Quota,
+    Resources, RunningPod, Snapshot, plan,
 )
 from scheduler.capacity import CapacityView
 from scheduler.decisions import (
@@ -23,6 +23,7 @@ from scheduler.decisions import (
 from scheduler.placement import gang_fits, place_gang
 from scheduler.plan import Cycle
 from scheduler.quota_tree import QuotaTree
+from scheduler.spot import reserve
 
 from .builders import NOW
 
@@ -213,6 +214,23 @@ def test_preemptions_follow_the_rules(snap):
         else:
             assert reason.code in (OUTBID, STOCK_SHORT) and pod.kind == "spot"
             assert pod.protection_until is None or pod.protection_until <= NOW
+
+
+@SETTINGS
+@given(snapshots())
+def test_spot_never_takes_the_pay_as_you_go_reserve(snap):
+    """Once the decisions apply, a pool that a spot admission took a whole node of still has
+    its reserve of whole free Ready nodes (rule 7: pay-as-you-go takes inventory first)."""
+    d = plan(snap, NOW)
+    used, _ = used_after(snap, d)
+    nodes = {n.name: n for n in snap.nodes}
+    before, _ = used_after(snap, Decisions())
+    took = {nodes[pl.node].instance_type for a in d.admissions if a.kind == "spot"
+            for pl in a.placements if before[pl.node] == Resources()}
+    for itype in took:
+        pool = [n for n in snap.nodes if n.quota_id is None and n.ready and n.instance_type == itype]
+        free = sum(used[n.name] == Resources() for n in pool)
+        assert free >= reserve(len(pool))
 
 
 @SETTINGS

@@ -46,10 +46,14 @@ def test_spot_jobs_never_use_quota_nodes():
 
 
 def test_the_highest_bid_gets_the_last_stock():
+    # Three nodes, one busy: one node is for sale, the other is the pay-as-you-go reserve.
     jobs = [make_job("low").spot("0.6").gpus(8).submitted(100),
             make_job("high").spot("0.9").gpus(8).submitted(1)]
-    d = plan(snapshot([node("s1")], jobs=jobs, markets=[market("0.5")]), NOW)
+    d = plan(snapshot([node("s1"), node("s2"), node("s3")],
+                      pods=[make_pod("p").on("s1").payg().gpus(8)], jobs=jobs,
+                      markets=[market("0.5")]), NOW)
     assert [a.job_id for a in d.admissions] == ["high"]
+    assert d.wait_reason("low").code == NO_STOCK
 
 
 @pytest.mark.parametrize("resource_type, price, avg, bid, released", [
@@ -105,3 +109,64 @@ def test_spot_market_missing_means_no_stock():
     d = plan(snapshot(POOL, jobs=[make_job("a").spot("1").gpus(1)]), NOW)
     w = d.wait_reason("a")
     assert (w.code, w.message) == (NO_STOCK, "no spot market for instance type ecs.gn7-8xA100")
+
+
+# ---- the pay-as-you-go reserve: SpotStockStatus, in whole free nodes of the pool -------------
+
+def pool(nodes: int):
+    return [node(f"s{i}") for i in range(1, nodes + 1)]
+
+
+def payg_pods(count: int):
+    return [make_pod(f"payg{i}").on(f"s{i}").payg().gpus(8) for i in range(1, count + 1)]
+
+
+@pytest.mark.parametrize("nodes, busy, asked, admitted", [
+    (4, 2, 1, True),    # 2 free, 1 asked: 1 left = the reserve (ceil 10 % of 4)
+    (4, 3, 1, False),   # the last free node is the reserve: ClosedWithStock
+    (4, 2, 2, False),   # 2 free but 2 asked would leave none
+    (10, 8, 1, True),   # reserve 1 of 10
+    (30, 25, 2, True),  # reserve 3 of 30 (not 4: 0.1 x 30 in floats is 3.0000000000000004)
+    (30, 25, 3, False),
+    (1, 0, 1, False),   # a pool of one node keeps it for pay-as-you-go
+])
+def test_a_spot_job_is_admitted_only_when_it_leaves_the_pay_as_you_go_reserve_free(
+        nodes, busy, asked, admitted):
+    d = plan(snapshot(pool(nodes), pods=payg_pods(busy),
+                      jobs=[make_job("a").spot("0.9").gpus(8).pods(asked)],
+                      markets=[market("0.5")]), NOW)
+    assert (d.admission("a") is not None) == admitted
+    if not admitted:
+        w = d.wait_reason("a")
+        assert (w.status, w.code) == ("Bidding", NO_STOCK)
+        assert "kept for pay-as-you-go" in w.message
+
+
+def test_the_reserve_closed_wait_reason_gives_the_numbers():
+    d = plan(snapshot(pool(4), pods=payg_pods(3), jobs=[make_job("a").spot("0.9").gpus(8)],
+                      markets=[market("0.5")]), NOW)
+    assert d.wait_reason("a").message == (
+        "No stock for spot in the public pool of ecs.gn7-8xA100 (ClosedWithStock): 1 of 4 nodes "
+        "free, 1 kept for pay-as-you-go; this job needs 1 node")
+
+
+def test_pay_as_you_go_takes_the_reserve_that_spot_may_not():
+    jobs = [make_job("spot").spot("0.9").gpus(8).submitted(100), make_job("payg").payg().gpus(8)]
+    d = plan(snapshot(pool(4), pods=payg_pods(3), jobs=jobs, markets=[market("0.5")]), NOW)
+    assert [a.job_id for a in d.admissions] == ["payg"]
+    assert d.wait_reason("spot").code == NO_STOCK
+
+
+def test_running_spot_is_never_released_to_refill_the_reserve():
+    pods = payg_pods(2) + [spot_pod("sp", "0.9", "s3"), spot_pod("sq", "0.9", "s4")]
+    d = plan(snapshot(pool(4), pods=pods, markets=[market("0.5")]), NOW)
+    assert d.preemptions == ()
+
+
+def test_a_node_held_in_part_is_no_stock_for_an_instance():
+    # Two nodes, one of them with 4 of its 8 GPUs held: one whole node is free, and that one is
+    # the reserve, although 12 of 16 GPUs are free.
+    pods = [make_pod("half").on("s1").payg().gpus(4)]
+    d = plan(snapshot(pool(2), pods=pods, jobs=[make_job("a").spot("0.9").gpus(8)],
+                      markets=[market("0.5")]), NOW)
+    assert d.wait_reason("a").code == NO_STOCK

@@ -116,13 +116,14 @@ def test_spot_jobs_need_a_public_pool_or_are_skipped(write_trace):
     trace = read_trace(*write_trace(rows, {"a": 1}))
     without = replay(trace, "strict")
     assert without.skipped == {"spot job without a public pool (--public-nodes)": 1}
-    spot = next(r for r in replay(trace, "strict", public_nodes=1).jobs if r.mode == "spot")
+    # Two public nodes: one of them is the pay-as-you-go reserve, closed to spot.
+    spot = next(r for r in replay(trace, "strict", public_nodes=2).jobs if r.mode == "spot")
     assert spot.first_start == 0 and spot.kind is None and spot.end == 100
 
 
 def test_a_bid_below_the_spot_price_never_runs(write_trace):
     rows = [job(0, 100, 8, "a", spot_discount="0.1")]
-    result = replay(read_trace(*write_trace(rows, {"a": 1})), "strict", public_nodes=1)
+    result = replay(read_trace(*write_trace(rows, {"a": 1})), "strict", public_nodes=2)
     assert result.jobs[0].first_start is None
 
 

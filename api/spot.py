@@ -17,10 +17,10 @@ from apikit.errors import invalid, not_found
 from apikit.pagination import page_of
 from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
-from jobs.models import Pod, PodKind
-from market import inventory
 from quotas.models import Node, NodeStatus, ResourceSpec, ResourceType
+from scheduler.spot import WITHOUT_STOCK
 from spot.models import PriceHistory
+from spot.pool import public_pools
 
 ZONE_ID = "local"  # one site, one zone
 MAX_WINDOW = timedelta(days=7)
@@ -112,29 +112,20 @@ def _filtered_specs(q):
 
 
 def spot_market(specs: list[ResourceSpec]) -> dict[int, dict]:
-    """Per spec: public pool size, ready nodes, latest price, SpotStockStatus of one more node.
-
-    Stock is counted in nodes of the public pool (no quota): pay-as-you-go takes it before spot,
-    so a pool with only the reserve left is ClosedWithStock (market/inventory.py).
-    """
+    """Per spec: Ready nodes of its public pool and of all, latest price, SpotStockStatus of one more
+    instance, as the scheduler and the Spot Market page count it (spot.pool)."""
     latest = PriceHistory.objects.filter(spec=OuterRef("pk")).order_by("-at")
     with_price = ResourceSpec.objects.filter(pk__in=[s.pk for s in specs]).annotate(
         price=Subquery(latest.values("price")[:1])
     )
     prices = {s.pk: s.price for s in with_price}
-    pool = _count_by_spec(Node.objects.filter(quota__isnull=True, status=NodeStatus.READY))
+    pools = {pool.spec.pk: pool for pool in public_pools(specs).values()}
     ready = _count_by_spec(Node.objects.filter(status=NodeStatus.READY))
-    busy = Pod.objects.filter(current=True, status__in=("Pending", "Running"), node__quota__isnull=True)
-    payg = _count_by_spec(Node.objects.filter(pk__in=busy.exclude(kind=PodKind.SPOT).values("node")))
-    spot = _count_by_spec(Node.objects.filter(pk__in=busy.filter(kind=PodKind.SPOT).values("node")))
     out = {}
     for s in specs:
-        capacity = pool.get(s.pk, 0)
-        stock = (
-            inventory.stock_status(capacity, payg.get(s.pk, 0), spot.get(s.pk, 0))
-            if capacity else inventory.WITHOUT_STOCK
-        )
-        out[s.pk] = {"pool": capacity, "ready": ready.get(s.pk, 0), "price": prices.get(s.pk), "stock": stock}
+        pool = pools.get(s.pk)
+        out[s.pk] = {"pool": pool.ready_nodes if pool else 0, "ready": ready.get(s.pk, 0), "price": prices.get(s.pk),
+                     "stock": pool.stock_status() if pool else WITHOUT_STOCK}
     return out
 
 

@@ -24,10 +24,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from market import inventory
 from market.engine import (
     MarketParams, PoolObservation, initial_state, market_price, step, tick_of, time_of, utilization,
 )
+from scheduler.spot import stock_status
 from spot.models import PriceHistory
 from spot.pool import PoolUsage, public_pools
 
@@ -51,7 +51,6 @@ def backfill_history(days: int = 7, now: datetime | None = None, *, step_minutes
 
 def _history(pool: PoolUsage, first_tick: int, last_tick: int, params: MarketParams):
     spec, name = pool.spec, pool.spec.instance_type
-    one_node = max(SCALE // max(pool.nodes, 1), 1)
     state = initial_state(_observation(name, time_of(first_tick, params)), params)
     for tick in range(first_tick, last_tick + 1):
         at = time_of(tick, params)
@@ -60,8 +59,14 @@ def _history(pool: PoolUsage, first_tick: int, last_tick: int, params: MarketPar
         yield PriceHistory(
             spec=spec, at=at, price=market_price(state.ratio, spec.on_demand_price_per_minute),
             ratio=state.ratio, smoothed_utilization=state.smoothed_u, utilization=utilization(obs),
-            stock_status=inventory.stock_status(SCALE, obs.payg_in_use, obs.spot_in_use, one_node),
+            stock_status=_stock(pool.nodes, obs),
         )
+
+
+def _stock(nodes: int, obs: PoolObservation) -> str:
+    """SpotStockStatus of the synthetic pool, its free share taken as whole nodes of the real one."""
+    free = obs.capacity - obs.payg_in_use - obs.spot_in_use
+    return stock_status(nodes, free * nodes // obs.capacity)
 
 
 def synthetic_share(instance_type: str, at: datetime) -> float:

@@ -25,11 +25,11 @@ from typing import NamedTuple
 
 from django.utils import timezone
 
-from market import inventory
 from market.bids import market_range
 from market.billing import PriceSeries
 from market.engine import RATIO_PLACES, average_price, tick_of, time_of
 from quotas.models import ResourceSpec
+from scheduler.spot import WITHOUT_STOCK
 from spot.models import PriceHistory
 from spot.pool import public_pools
 
@@ -132,7 +132,7 @@ def spot_offers(now: datetime | None = None) -> list[SpotOffer]:
             market.price if market else None,
             market.avg_last_hour if market else None,
             _discount(market.price, on_demand) if market else None,
-            market.stock_status if market else inventory.WITHOUT_STOCK,
+            market.stock_status if market else WITHOUT_STOCK,
             market_range(on_demand),
         ))
     return offers

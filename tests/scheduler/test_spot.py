@@ -4,6 +4,7 @@ import pytest
 
 from scheduler import LINGJUN, plan
 from scheduler.decisions import BID_BELOW_PRICE, NO_STOCK, OUTBID, STOCK_SHORT
+from scheduler.spot import stock_status
 
 from .builders import NOW, make_job, make_pod, market, node, snapshot
 
@@ -170,3 +171,18 @@ def test_a_node_held_in_part_is_no_stock_for_an_instance():
     d = plan(snapshot(pool(2), pods=pods, jobs=[make_job("a").spot("0.9").gpus(8)],
                       markets=[market("0.5")]), NOW)
     assert d.wait_reason("a").code == NO_STOCK
+
+
+@pytest.mark.parametrize("nodes, free, requested, status", [
+    (20, 20, 1, "WithStock"),
+    (20, 5, 3, "WithStock"),         # 2 left = the reserve
+    (20, 5, 4, "ClosedWithStock"),   # 1 left < the reserve
+    (20, 2, 1, "ClosedWithStock"),   # the last nodes exist but are kept for pay-as-you-go
+    (20, 0, 1, "WithoutStock"),
+    (20, 5, 6, "WithoutStock"),
+    (3, 3, 2, "WithStock"),          # a reserve of 0.3 node rounds up to 1
+    (3, 3, 3, "ClosedWithStock"),
+    (0, 0, 1, "WithoutStock"),       # no Ready node
+])
+def test_stock_status_follows_whole_free_nodes_and_the_reserve(nodes, free, requested, status):
+    assert stock_status(nodes, free, requested) == status

@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.contrib.auth import get_user_model
 
 from jobs.models import Job, JobSpec, Pod, PodKind, Source
+from jobs.services import JobRequest, RoleRequest, create_job
 from jobs.states import JobStatus, PodStatus
 from quotas.models import Node, ResourceSpec, Workspace
 from spot.models import PriceHistory
@@ -59,3 +60,11 @@ def run_pod(job: Job, node: Node, *, kind=PodKind.SPOT, started_at=None, finishe
 
 def price_row(when: datetime, price: str, instance_type: str = A10) -> PriceHistory:
     return PriceHistory.objects.create(spec=spec(instance_type), at=when, price=Decimal(price))
+
+
+def submit_spot(instance_type: str, discount: str) -> Job:
+    """A spot job of one pod, discount bid, through jobs.services.create_job (Bidding, pods unbound)."""
+    role = RoleRequest(instance_type=instance_type, image="pytorch:2.5", spot_strategy="SpotWithPriceLimit",
+                       spot_discount_limit=Decimal(discount), spot_duration_hours=1)
+    request = JobRequest(display_name="spot", user_command="python train.py", roles=[role], source=Source.SPOT)
+    return create_job(get_user_model().objects.get(username="bob"), request, now=at(9, 59))

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.states import LIVE_STATUSES, JobStatus, PodStatus, PodSubStatus
+from market.bids import bid_price
 from quotas.models import Quota, ResourceSpec, ResourceType, Workspace
 
 
@@ -188,9 +189,9 @@ class JobSpec(models.Model):
     def bid(price_limit: Decimal | None, discount_limit: Decimal | None, on_demand: Decimal) -> Decimal | None:
         """bid_price from the columns (for readers that fetch values, not instances)."""
         if price_limit is not None:
-            return price_limit
+            return bid_price(on_demand, price_limit=price_limit)
         if discount_limit is not None:
-            return (discount_limit * on_demand).quantize(Decimal("0.000001"))
+            return bid_price(on_demand, discount=discount_limit)
         return None
 
 

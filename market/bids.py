@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Mapping, TypedDict
 
-from market.engine import FLOOR, PRICE_PLACES
+from market.engine import FLOOR, PRICE_PLACES, price_of
 
 SPOT_WITH_PRICE_LIMIT = "SpotWithPriceLimit"
 ECS = "ECS"
@@ -113,7 +113,9 @@ def validate_spot_bid(
 
 
 def bid_price(on_demand_price: Decimal, *, discount: Any = None, price_limit: Any = None) -> Decimal:
-    """The most a bid pays per unit of on-demand pricing: discount x on-demand, or the price limit.
+    """What a bid is worth, per unit of on-demand pricing: discount x on-demand, rounded as the
+    market price is (market.engine.price_of), or the price limit. The one definition: the
+    scheduler's snapshot (JobSpec.bid) and the benchmarks read it.
 
     Call after validate_spot_bid; invalid input raises ValueError.
     """
@@ -122,8 +124,9 @@ def bid_price(on_demand_price: Decimal, *, discount: Any = None, price_limit: An
     value = as_decimal(discount if discount is not None else price_limit)
     if value is None:
         raise ValueError("the bid must be a number")
-    price = value * on_demand_price if discount is not None else value
-    return price.quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+    if discount is not None:
+        return price_of(value, on_demand_price)
+    return value.quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
 
 
 def bid_holds(bid: Decimal, market_price: Decimal, *, resource_type: str = ECS, average_price: Decimal | None = None) -> bool:

@@ -174,9 +174,15 @@ def initial_state(obs: PoolObservation | None = None, params: MarketParams = DEF
     return MarketState(smoothed_u=u, ratio=clamp_ratio(ratio))
 
 
+def price_of(ratio: Decimal, on_demand_price: Decimal) -> Decimal:
+    """ratio x on-demand as money (PRICE_PLACES, half up). The market price and a discount bid
+    (market.bids.bid_price) both round here, so a bid at discount d meets a market at ratio d."""
+    return (ratio * on_demand_price).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+
+
 def market_price(ratio: Decimal, on_demand_price: Decimal) -> Decimal:
     """The spot price for a ratio, in the unit of on_demand_price (per node-minute in the platform)."""
-    return (clamp_ratio(ratio) * on_demand_price).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+    return price_of(clamp_ratio(ratio), on_demand_price)
 
 
 def average_price(prices: Sequence[Decimal]) -> Decimal:

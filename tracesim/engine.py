@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
+from market.bids import bid_price
 from scheduler import (
     ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT, MarketState, PendingJob,
     RunningPod, Snapshot, plan,
@@ -163,7 +164,8 @@ class Replay:
         if mode == SPOT:
             request = PendingJob(job.job_id, submitted, gang(job.gpus, per_node), None,
                                  oversold_type=FORBIDDEN, priority=job.priority,
-                                 source=SOURCE_SPOT, bid=ON_DEMAND_PRICE * job.spot_discount)
+                                 source=SOURCE_SPOT,
+                                 bid=bid_price(ON_DEMAND_PRICE, discount=job.spot_discount))
         else:
             request = PendingJob(job.job_id, submitted, gang(job.gpus, per_node),
                                  quota_id(job.vc), oversold_type=mode, priority=job.priority)

@@ -127,14 +127,3 @@ def bid_price(on_demand_price: Decimal, *, discount: Any = None, price_limit: An
     if discount is not None:
         return price_of(value, on_demand_price)
     return value.quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
-
-
-def bid_holds(bid: Decimal, market_price: Decimal, *, resource_type: str = ECS, average_price: Decimal | None = None) -> bool:
-    """Whether a bid is admitted / keeps running on price alone (docs/design.md rule 7).
-
-    ECS compares with the current market price, Lingjun with the average market price (the
-    caller chooses the window; without one the current price is used); a bid equal to the
-    price holds.
-    """
-    reference = average_price if resource_type == LINGJUN and average_price is not None else market_price
-    return bid >= reference

@@ -46,7 +46,8 @@ The cycle, in numbered steps (see Cycle.run):
   1. Index the snapshot: quota tree and usage, free capacity per node, scopes.
   2. Release spot pods whose bid fell below the release price (rule 7).
   3. Pay-as-you-go jobs take public inventory first, releasing spot pods for stock if needed.
-  4. Spot jobs take what is left of their pool when the bid is at or above the market price.
+  4. Spot jobs take what is left of their pool when the bid is at or above the market price
+     and the pool keeps its pay-as-you-go reserve of free nodes (scheduler/spot.py).
   5. Quota jobs, the heads of all quota queues in one fair order (jobs that do not borrow
      first, then priority, then submit time), in two passes: first In Quota only (admitted,
      or reclaims capacity and waits for its victims, or waits with a reason), then Not in

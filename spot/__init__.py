@@ -1,9 +1,10 @@
-"""The spot market against the database: prices now, price history, the public pools and bills.
+"""The spot market on the database: pools, price history and its tick, stock, bills.
 
-The pure rules it applies live in the `market` package (no Django; tested alone and benchmarked by
-bench/spot_market.py): engine (the price engine), pricesource (model or replayed history),
-inventory (SpotStockStatus), bids (SpotSpec rules), billing (per-minute daily bills). All prices
-are Decimal per node-minute.
+Its pure rules live in market/ (engine: the price; pricesource: model or replayed history;
+bids: SpotSpec rules and what a bid is worth; billing: per-minute daily bills), benchmarked by
+bench/spot_market.py. Stock (SpotStockStatus, the pay-as-you-go reserve) is the scheduler's
+rule, scheduler.spot.stock_status; spot.pool counts the pools it reads. All prices are Decimal
+per node-minute.
 
 What other apps call:
     spot.market_state.current_markets(now) -> {instance_type: Market(price, avg_last_hour, stock_status)}

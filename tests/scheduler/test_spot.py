@@ -62,6 +62,8 @@ def test_the_highest_bid_gets_the_last_stock():
     ("ECS", "0.60", "0.90", "0.70", False),     # ECS: the average does not matter
     (LINGJUN, "0.80", "0.50", "0.70", False),   # Lingjun: above the hour's average
     (LINGJUN, "0.60", "0.90", "0.70", True),    # Lingjun: below the hour's average
+    ("ECS", "0.70", "0.50", "0.70", False),     # a bid equal to the price holds
+    (LINGJUN, "0.90", "0.70", "0.70", False),   # a bid equal to the average holds
 ])
 def test_it_releases_an_outbid_spot_pod(resource_type, price, avg, bid, released):
     d = plan(snapshot(POOL, pods=[spot_pod("p", bid)],

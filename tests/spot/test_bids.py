@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from market.bids import bid_holds, bid_price, market_range, validate_spot_bid
+from market.bids import bid_price, market_range, validate_spot_bid
 
 ON_DEMAND = Decimal("12.5")
 VPC = {"VpcId": "vpc-1", "SwitchId": "vsw-1", "SecurityGroupId": "sg-1"}
@@ -140,13 +140,3 @@ def test_a_bid_needs_exactly_one_of_discount_or_price_limit():
     with pytest.raises(ValueError):
         bid_price(ON_DEMAND, discount=0.4, price_limit=1)
 
-
-def test_an_ecs_bid_holds_at_or_above_the_current_price():
-    assert bid_holds(Decimal("5"), Decimal("5"))
-    assert not bid_holds(Decimal("4.999999"), Decimal("5"))
-
-
-def test_a_lingjun_bid_is_compared_with_the_average_price():
-    assert bid_holds(Decimal("5"), Decimal("6"), resource_type="Lingjun", average_price=Decimal("4.5"))
-    assert not bid_holds(Decimal("5"), Decimal("4"), resource_type="Lingjun", average_price=Decimal("5.5"))
-    assert not bid_holds(Decimal("5"), Decimal("6"), resource_type="ECS", average_price=Decimal("4.5"))

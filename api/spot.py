@@ -17,6 +17,7 @@ from apikit.errors import invalid, not_found
 from apikit.pagination import page_of
 from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
+from market.engine import spot_discount
 from quotas.models import Node, NodeStatus, ResourceSpec, ResourceType
 from scheduler.spot import WITHOUT_STOCK
 from spot.models import PriceHistory
@@ -25,13 +26,12 @@ from spot.pool import public_pools
 ZONE_ID = "local"  # one site, one zone
 MAX_WINDOW = timedelta(days=7)
 DEFAULT_WINDOW = timedelta(days=3)
-DISCOUNT_PLACES = Decimal("0.000001")
 
 
 def discount(price: Decimal, on_demand: Decimal) -> float | None:
-    if not on_demand:
-        return None
-    return float((price / on_demand).quantize(DISCOUNT_PLACES))
+    """The spot discount as the SDK's JSON number (market.engine.spot_discount)."""
+    found = spot_discount(price, on_demand)
+    return None if found is None else float(found)
 
 
 class SpotPriceHistoryView(SdkView):
@@ -57,13 +57,17 @@ class SpotPriceHistoryView(SdkView):
         if spec.resource_type == ResourceType.LINGJUN:
             page = page_of(q, default_size=10)
             rows = rows[page.offset : page.offset + page.size]
-        items = [
-            {"InstanceType": spec.instance_type, "ZoneId": ZONE_ID,
-             "SpotDiscount": discount(row.price, spec.on_demand_price_per_minute),
-             "Timestamp": params.fmt_time(row.at)}
-            for row in rows.only("price", "at")
-        ]
-        return self.reply(request, {"SpotPriceHistory": items, "TotalCount": total})
+        return self.reply(request, {"SpotPriceHistory": history_items(spec, rows), "TotalCount": total})
+
+
+def history_items(spec: ResourceSpec, rows) -> list[dict]:
+    """GetSpotPriceHistory's SpotPriceItem of each PriceHistory row."""
+    return [
+        {"InstanceType": spec.instance_type, "ZoneId": ZONE_ID,
+         "SpotDiscount": discount(row.price, spec.on_demand_price_per_minute),
+         "Timestamp": params.fmt_time(row.at)}
+        for row in rows.only("price", "at")
+    ]
 
 
 def _window(q):

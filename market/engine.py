@@ -185,6 +185,14 @@ def market_price(ratio: Decimal, on_demand_price: Decimal) -> Decimal:
     return price_of(clamp_ratio(ratio), on_demand_price)
 
 
+def spot_discount(price: Decimal, on_demand_price: Decimal) -> Decimal | None:
+    """price / on-demand (the API's SpotDiscount and NonProtectSpotDiscount), RATIO_PLACES half up;
+    None for an instance type without an on-demand price."""
+    if not on_demand_price:
+        return None
+    return (price / on_demand_price).quantize(RATIO_PLACES, rounding=ROUND_HALF_UP)
+
+
 def average_price(prices: Sequence[Decimal]) -> Decimal:
     """Mean of a window of market prices; Lingjun releases a bid below this average."""
     if not prices:

@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import NamedTuple
 
 from django.utils import timezone
 
 from market.bids import market_range
 from market.billing import PriceSeries
-from market.engine import RATIO_PLACES, average_price, tick_of, time_of
+from market.engine import average_price, spot_discount, tick_of, time_of
 from quotas.models import ResourceSpec
 from scheduler.spot import WITHOUT_STOCK
 from spot.models import PriceHistory
@@ -131,15 +131,11 @@ def spot_offers(now: datetime | None = None) -> list[SpotOffer]:
             spec.instance_type, spec.resource_type, on_demand,
             market.price if market else None,
             market.avg_last_hour if market else None,
-            _discount(market.price, on_demand) if market else None,
+            spot_discount(market.price, on_demand) if market else None,
             market.stock_status if market else WITHOUT_STOCK,
             market_range(on_demand),
         ))
     return offers
-
-
-def _discount(price: Decimal, on_demand: Decimal) -> Decimal:
-    return (price / on_demand).quantize(RATIO_PLACES, rounding=ROUND_HALF_UP) if on_demand else Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -148,7 +144,7 @@ class PricePoint:
 
     at: datetime
     price: Decimal  # per node-minute
-    spot_discount: Decimal  # price / on-demand (SpotPriceItem.SpotDiscount)
+    spot_discount: Decimal | None  # price / on-demand (SpotPriceItem.SpotDiscount)
 
 
 def price_history(instance_type: str, start: datetime, end: datetime) -> list[PricePoint]:
@@ -156,4 +152,4 @@ def price_history(instance_type: str, start: datetime, end: datetime) -> list[Pr
     spec = ResourceSpec.objects.get(instance_type=instance_type)
     rows = PriceHistory.objects.filter(spec=spec, at__gte=start, at__lte=end).order_by("at")
     on_demand = spec.on_demand_price_per_minute
-    return [PricePoint(at, price, _discount(price, on_demand)) for at, price in rows.values_list("at", "price")]
+    return [PricePoint(at, price, spot_discount(price, on_demand)) for at, price in rows.values_list("at", "price")]

@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from market.bids import market_range
+from market.engine import spot_discount
 from quotas.models import Node, ResourceSpec
 from spot.market_state import current_markets
 from spot.models import PriceHistory
@@ -35,7 +36,7 @@ def market_rows(now=None) -> list[dict]:
         rows.append({
             "spec": spec, "on_demand": spec.on_demand_price_per_minute, "price": price,
             "average": market.avg_last_hour if market else None,
-            "discount": price / spec.on_demand_price_per_minute if price is not None and spec.on_demand_price_per_minute else None,
+            "discount": spot_discount(price, spec.on_demand_price_per_minute) if price is not None else None,
             "stock_status": market.stock_status if market else "", "low": low, "high": high,
         })
     return rows

@@ -5,6 +5,12 @@ stderr, and the exit code its wrapper writes). One watcher thread per pod waits 
 thread sends new log bytes and changed progress files to the platform. The pods this agent runs are
 listed in a small state file, so a restarted agent adopts the ones still alive, reports the ones
 that ended while it was away, and kills pod processes that nobody owns any more.
+
+Before the command runs, the pod's code source is cloned (once per job on this node, into
+<pod root>/<job_id>/code) and each dataset and the clone appear at their mount paths as symbolic
+links (agent/mounts.py): this runtime runs pods on the host, so it cannot bind-mount. A link is
+removed when the last pod that uses it ends. A source that cannot be mounted or cloned fails the
+pod at once with the reason.
 """
 
 import json
@@ -20,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import procs
+from agent.code import CloneError, clone
+from agent.mounts import Mount, MountError, host_path, link, unlink
 from agent.logship import LogShipper
 from agent.outbox import Outbox
 
@@ -51,13 +59,22 @@ class PodProcess:
     proc: subprocess.Popen | None = None  # None when adopted from an earlier agent
     stop_reason: str = ""
     group_gone: threading.Event = field(default_factory=threading.Event)
+    mounts: list[Mount] = field(default_factory=list)
+    links: list[Mount] = field(default_factory=list)  # the mounts whose link this agent made
 
     @property
     def log_path(self) -> Path:
         return self.workdir / "pod.log"
 
     def state(self) -> dict:
-        return {"job_id": self.job_id, "pgid": self.pgid, "workdir": str(self.workdir), "env": self.env}
+        return {"job_id": self.job_id, "pgid": self.pgid, "workdir": str(self.workdir), "env": self.env,
+                "mounts": [m.as_dict() for m in self.mounts], "links": [m.as_dict() for m in self.links]}
+
+
+class PrepareError(Exception):
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
 
 
 class ProcessExecutor:
@@ -70,6 +87,9 @@ class ProcessExecutor:
         self.pods: dict[str, PodProcess] = {}
         self._ended: deque[str] = deque(maxlen=10_000)  # recent pods, so a redelivered start is ignored
         self._lock = threading.RLock()
+        self._preparing: dict[str, list[Mount]] = {}  # pods whose sources are being mounted
+        self._clone_locks: dict[str, threading.Lock] = {}
+        self.mounts_file = "/proc/mounts"
         self.state_path = self.pod_root / ".agents" / f"{node}.json"
         self.marker = marker(node, self.pod_root)
         self.shipper = LogShipper(outbox, self._snapshot, interval_s=ship_interval_s)
@@ -79,15 +99,33 @@ class ProcessExecutor:
     def start(self, spec: dict) -> None:
         pod_id = spec["pod_id"]
         with self._lock:
-            if pod_id in self.pods or pod_id in self._ended:
+            if pod_id in self.pods or pod_id in self._ended or pod_id in self._preparing:
                 log.info("pod %s is already known; start ignored", pod_id)
+                return
+            self._preparing[pod_id] = []
+        # Outside the lock: a clone may take a while, and stops of other pods must not wait for it.
+        try:
+            mounts, links = self._prepare(spec)
+        except PrepareError as exc:
+            with self._lock:
+                self._preparing.pop(pod_id, None)
+                if pod_id not in self._ended:
+                    self._ended.append(pod_id)
+                    self.outbox.report(pod_id, "Failed", reason=exc.reason, message=exc.message, urgent=True)
+            return
+        with self._lock:
+            self._preparing.pop(pod_id, None)
+            if pod_id in self._ended:  # stopped while its sources were being prepared
+                self._release(links)
                 return
             try:
                 pod = self._spawn(spec)
             except OSError as exc:
                 self._ended.append(pod_id)
+                self._release(links)
                 self.outbox.report(pod_id, "Failed", reason="StartError", message=f"could not start: {exc}")
                 return
+            pod.mounts, pod.links = mounts, links
             self.pods[pod_id] = pod
             self._save_state()
         self.outbox.report(pod_id, "Running")
@@ -117,7 +155,60 @@ class ProcessExecutor:
 
     def running_pod_ids(self) -> list[str]:
         with self._lock:
-            return sorted(self.pods)
+            return sorted([*self.pods, *self._preparing])
+
+    # -- data and code sources ------------------------------------------------------------------
+
+    def _prepare(self, spec: dict) -> tuple[list[Mount], list[Mount]]:
+        """Clone the code source and link every source at its mount path; (mounts, links made).
+        On failure the links made so far are removed again."""
+        job_id = str(spec["job_id"])
+        mounts = []
+        for source in spec.get("data_sources") or []:
+            what = f"dataset {source['data_source_id']} ({source['uri']})"
+            try:
+                mounts.append(Mount(host_path(source["uri"], self.mounts_file), source["mount_path"], True, what))
+            except (MountError, ValueError) as exc:
+                raise PrepareError("DataSourceMountFailed", f"{what}: {exc}") from None
+        if code := spec.get("code_source"):
+            mounts.append(Mount(str(self._clone(job_id, code)), code["mount_path"], False,
+                                f"code source {code['code_source_id']}"))
+        with self._lock:
+            self._preparing[spec["pod_id"]] = mounts  # so that a pod ending now leaves these links
+        links = []
+        for mount in mounts:
+            try:
+                if link(mount):
+                    links.append(mount)
+            except MountError as exc:
+                with self._lock:
+                    self._preparing[spec["pod_id"]] = []
+                    self._release(links)
+                reason = "DataSourceMountFailed" if mount.read_only else "CodeSourceMountFailed"
+                raise PrepareError(reason, str(exc)) from None
+        return mounts, links
+
+    def _clone(self, job_id: str, code: dict) -> Path:
+        dest = self.pod_root / job_id / "code"
+        with self._lock:
+            lock = self._clone_locks.setdefault(job_id, threading.Lock())
+        with lock:  # the pods of one job on this node share one clone
+            try:
+                clone(code["repo"], code.get("branch") or "", code.get("commit") or "", dest)
+            except CloneError as exc:
+                raise PrepareError("CodeSourceCloneFailed",
+                                   f"code source {code['code_source_id']} ({code['repo']}): {exc}") from None
+        return dest
+
+    def _release(self, links: list[Mount]) -> None:
+        """Remove the links a pod made, unless another live pod uses the same one: it takes it over.
+        Call holding the lock."""
+        for mount in links:
+            heir = next((p for p in self.pods.values() if any(m.target == mount.target for m in p.mounts)), None)
+            if heir is not None:
+                heir.links.append(mount)
+            elif not any(m.target == mount.target for ms in self._preparing.values() for m in ms):
+                unlink(mount)
 
     # -- running a pod ------------------------------------------------------------------------
 
@@ -170,6 +261,7 @@ class ProcessExecutor:
         with self._lock:
             self.pods.pop(pod.pod_id, None)
             self._ended.append(pod.pod_id)
+            self._release(pod.links)
             self._save_state()
         if pod.stop_reason:
             self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason=pod.stop_reason,
@@ -217,7 +309,9 @@ class ProcessExecutor:
         """At start: adopt our pods still alive, report those that ended, kill orphaned groups."""
         adopted = []
         for pod_id, st in self._load_state().items():
-            pod = PodProcess(pod_id, st["job_id"], st["pgid"], Path(st["workdir"]), st.get("env", {}))
+            pod = PodProcess(pod_id, st["job_id"], st["pgid"], Path(st["workdir"]), st.get("env", {}),
+                             mounts=[Mount(**m) for m in st.get("mounts", [])],
+                             links=[Mount(**m) for m in st.get("links", [])])
             if procs.group_alive(pod.pgid):
                 adopted.append(pod)
             else:

@@ -11,7 +11,7 @@ from drf_spectacular.views import SpectacularAPIView
 from apikit.docs import api_docs
 from apikit.schema import SdkSchemaGenerator
 from apikit.views import unknown_api_path
-from api import jobs, quotas, spot
+from api import jobs, quotas, spot, workspaces
 
 
 def action(route: str, view, name: str):
@@ -35,6 +35,13 @@ urlpatterns = [
     action(f"quotas/{SEG.format('quota_id')}/workloads", quotas.QuotaWorkloadsView, "studio-quota-workloads"),
     action("nodes", quotas.NodesView, "studio-nodes"),
     action(f"spots/{SEG.format('instance_type')}/pricehistory", spot.SpotPriceHistoryView, "studio-price-history"),
+    # AIWorkspace 2021-02-04
+    action("workspaces", workspaces.WorkspacesView, "aiworkspace-workspaces"),
+    action(f"workspaces/{SEG.format('workspace_id')}", workspaces.WorkspaceView, "aiworkspace-workspace"),
+    action("datasets", workspaces.DatasetsView, "aiworkspace-datasets"),
+    action(f"datasets/{SEG.format('dataset_id')}", workspaces.DatasetView, "aiworkspace-dataset"),
+    action("codesources", workspaces.CodeSourcesView, "aiworkspace-code-sources"),
+    action(f"codesources/{SEG.format('code_source_id')}", workspaces.CodeSourceView, "aiworkspace-code-source"),
     re_path(r"^api/v1/", unknown_api_path),
     # The description of all of the above.
     path("api/schema/", SpectacularAPIView.as_view(generator_class=SdkSchemaGenerator), name="api-schema"),

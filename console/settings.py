@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "apikit",
     "console",
     "quotas",
+    "datasets",
     "jobs",
     "spot",
     "cycle",

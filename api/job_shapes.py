@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from apikit import params
 from apikit.errors import invalid
+from datasets.services import JobCodeSource, JobDataSource
 from jobs.models import Job, JobSpec, OversoldType, Pod, RestartRecord, Source
 from jobs.services import JobRequest, PodResources, RoleRequest
 from jobs.states import JobStatus
@@ -58,6 +59,8 @@ def job_request(body: dict) -> JobRequest:
             settings["TerminationGracePeriodSeconds"]
             if params.given(settings.get("TerminationGracePeriodSeconds")) else 30
         ),
+        data_sources=_data_sources(body.get("DataSources")),
+        code_source=_code_source(body.get("CodeSource")),
     )
 
 
@@ -153,6 +156,45 @@ def _envs(value) -> dict:
     return value
 
 
+DATA_SOURCE_KEYS = {"DataSourceId": "data_source_id", "MountPath": "mount_path", "Uri": "uri", "Options": "options"}
+CODE_SOURCE_KEYS = {"CodeSourceId": "code_source_id", "Branch": "branch", "Commit": "commit", "MountPath": "mount_path"}
+
+
+def _data_sources(value) -> list[JobDataSource]:
+    """DataSources [{DataSourceId, MountPath, Uri, Options}]; other keys the SDK knows (a version, a
+    cache, an access point, a RAM role) are refused rather than dropped."""
+    if not params.given(value):
+        return []
+    if not isinstance(value, list):
+        raise invalid("DataSources", "must be a list of {DataSourceId, MountPath}")
+    return [JobDataSource(**_known(f"DataSources[{i}]", item, DATA_SOURCE_KEYS)) for i, item in enumerate(value)]
+
+
+def _code_source(value) -> JobCodeSource | None:
+    if not params.given(value):
+        return None
+    if params.given(value.get("IsSharedMountPath") if isinstance(value, dict) else None):
+        if value["IsSharedMountPath"] not in (False, "false", "False"):
+            raise invalid("CodeSource.IsSharedMountPath", "is not supported: each pod gets its own clone")
+        value = {k: v for k, v in value.items() if k != "IsSharedMountPath"}
+    return JobCodeSource(**_known("CodeSource", value, CODE_SOURCE_KEYS))
+
+
+def _known(at: str, item, keys: dict[str, str]) -> dict:
+    if not isinstance(item, dict):
+        raise invalid(at, f"must be an object with {', '.join(keys)}, got {item!r}")
+    unsupported = sorted(k for k, v in item.items() if k not in keys and params.given(v))
+    if unsupported:
+        raise invalid(f"{at}.{unsupported[0]}", f"is not supported; a source takes {', '.join(keys)}")
+    out = {}
+    for key, name in keys.items():
+        v = item.get(key)
+        if params.given(v) and not isinstance(v, str):
+            raise invalid(f"{at}.{key}", f"must be a string, got {v!r}")
+        out[name] = v.strip() if params.given(v) else ""
+    return out
+
+
 def _resource_type(quota_id: str | None, specs: list[dict]) -> str:
     """Lingjun or ECS: the quota's type, else the first known instance type's, else ECS."""
     if quota_id:
@@ -196,6 +238,7 @@ ROLE_FIELD_NAMES = {
     "resource_config.cpu": "ResourceConfig.CPU", "resource_config.memory_mib": "ResourceConfig.Memory",
 }
 _ROLE_FIELD = re.compile(r"^roles\[(\d+)\]\.(\w+(?:\.\w+)?)$")
+_SOURCE_FIELD = re.compile(r"^(data_sources|code_source)(?:\[(\d+)\])?\.(\w+)$")
 
 
 def api_field(name: str) -> str:
@@ -204,6 +247,11 @@ def api_field(name: str) -> str:
         return f"JobSpecs[{m[1]}].{ROLE_FIELD_NAMES.get(m[2], m[2])}"
     if name.startswith("user_vpc."):
         return "UserVpc." + name.split(".", 1)[1]
+    if m := _SOURCE_FIELD.match(name):
+        index = f"[{m[2]}]" if m[2] else ""
+        keys = DATA_SOURCE_KEYS if m[1] == "data_sources" else CODE_SOURCE_KEYS
+        key = next((k for k, v in keys.items() if v == m[3]), m[3])
+        return f"{'DataSources' if m[1] == 'data_sources' else 'CodeSource'}{index}.{key}"
     if name.startswith("ft_"):
         return "Settings.ErrorMonitoringArgs" if name not in FIELD_NAMES else FIELD_NAMES[name]
     return FIELD_NAMES.get(name, name)
@@ -382,6 +430,18 @@ def _core(job: Job) -> dict:
         "UseOversoldResource": job.use_oversold_resource,
         "Accessibility": "PRIVATE",
         "ThirdpartyLibs": [],
+        **sources_out(job),
+    }
+
+
+def sources_out(job: Job) -> dict:
+    """DataSources and CodeSource as the job was submitted with them."""
+    code = job.code_source
+    return {
+        "DataSources": [{"DataSourceId": d["data_source_id"], "MountPath": d["mount_path"], "Uri": d["uri"]}
+                        for d in job.data_sources or []],
+        "CodeSource": {"CodeSourceId": code["code_source_id"], "Branch": code["branch"] or None,
+                       "Commit": code["commit"] or None, "MountPath": code["mount_path"]} if code else None,
     }
 
 

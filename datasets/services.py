@@ -288,8 +288,9 @@ def resolve_job_sources(user, workspace_pk: int | None, data_sources: list[JobDa
         paths.append(("code_source.mount_path", code["mount_path"]))
     if clash := mounts.overlapping([p for _, p in paths]):
         field = next(name for name, p in reversed(paths) if p in clash)
-        errors.setdefault(field, f"{clash[1]} and {clash[0]} overlap: each source needs a mount path of its own, "
-                                 "not inside another's")
+        first, later = clash
+        errors.setdefault(field, f"{later} is also another source's mount path" if first == later else
+                          f"{later} and {first} lie one inside the other; each source needs a mount path of its own")
     return mounted, code
 
 

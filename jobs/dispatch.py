@@ -2,7 +2,12 @@
 
 platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
   "agent.start_pods" [{pod_id, job_id, node, role, index, incarnation, command, env, grace_s,
-                      executor ('process'|'simulated'), max_running_time_s (int or None)}, ...]
+                      executor ('process'|'simulated'), max_running_time_s (int or None),
+                      data_sources [{data_source_id, uri, mount_path}],
+                      code_source ({code_source_id, repo, branch, commit, mount_path} or None)}, ...]
+                     A dataset's uri is file:///host/path or nfs://server/export/path
+                     (agent/mounts.py); the agent makes it appear at mount_path and clones
+                     the code source into its mount_path before the command runs.
   "agent.stop_pods"  [{pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
                       'Restart'), grace_s}, ...]
 Queue: `agent.<node name>` for a 'process' node; `agent.simulated` for every simulated node (one
@@ -132,6 +137,7 @@ def start_payload(job: Job, pod: BoundPod, rank: int, world_size: int, master_ad
         "env": pod_env(job, pod, rank, world_size, master_addr),
         "grace_s": job.termination_grace_s, "executor": pod.executor,
         "max_running_time_s": job.max_running_time_minutes * 60 if job.max_running_time_minutes else None,
+        "data_sources": list(job.data_sources or []), "code_source": job.code_source,
     }
 
 

@@ -81,6 +81,11 @@ class Job(models.Model):
     user_vpc = models.JSONField(default=dict, blank=True, help_text="VpcId, SwitchId, SecurityGroupId")
     max_running_time_minutes = models.PositiveIntegerField(null=True, blank=True)
     termination_grace_s = models.PositiveIntegerField(default=30)
+    # What the pods mount, resolved at submission (datasets.services.resolve_job_sources): a job
+    # runs with the datasets and code it was submitted with, even if they are deleted later.
+    data_sources = models.JSONField(default=list, blank=True, help_text="[{data_source_id, uri, mount_path}]")
+    code_source = models.JSONField(null=True, blank=True,
+                                   help_text="{code_source_id, repo, branch, commit, mount_path}")
 
     # Fault tolerance (AIMaster).
     ft_enabled = models.BooleanField("Automatic Fault Tolerance", default=False)

@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
 
+from datasets.services import JobCodeSource, JobDataSource, resolve_job_sources
 from dbkit import bulk
 from jobs import aimaster, dispatch, history, lifecycle
 from jobs.cycle_requests import request_cycle
@@ -83,6 +84,9 @@ class JobRequest:
     ft_max_preemption_restarts: int | None = None
     max_running_time_minutes: int | None = None
     termination_grace_s: int = 30
+    # Registered datasets and code source the pods mount (datasets.services).
+    data_sources: list[JobDataSource] = field(default_factory=list)
+    code_source: JobCodeSource | None = None
 
 
 # ---- permissions ------------------------------------------------------------------------
@@ -133,6 +137,7 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
         ft_hang_interval_s=req.ft_hang_interval_s, ft_policy=req.ft_policy, ft_other_config=req.ft_other_config,
         ft_max_preemption_restarts=req.ft_max_preemption_restarts, submitted_at=now,
     )
+    job.data_sources, job.code_source = resolved["data_sources"], resolved["code_source"]
     target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
     steps, events = history.history_rows([history.transition(job, target, reason="JobSubmitted",
                                                          message=f"Job submitted; status {target}", at=now)])
@@ -194,6 +199,8 @@ class _Validation:
         self.errors: dict[str, str] = {}
         self.workspace = self.quota = None
         self.specs: list[ResourceSpec | None] = []
+        self.data_sources: list[dict] = []
+        self.code_source: dict | None = None
 
     def run(self) -> dict:
         self._basics()
@@ -201,9 +208,11 @@ class _Validation:
         self._source_and_quota()
         self._roles()
         self._settings()
+        self._sources()
         if self.errors:
             raise ValidationFailed(self.errors)
-        return {"workspace": self.workspace, "quota": self.quota, "specs": self.specs}
+        return {"workspace": self.workspace, "quota": self.quota, "specs": self.specs,
+                "data_sources": self.data_sources, "code_source": self.code_source}
 
     def error(self, name: str, message: str) -> None:
         self.errors.setdefault(name, message)
@@ -293,6 +302,15 @@ class _Validation:
         if not _int_between(req.termination_grace_s, 0, 3600):
             self.error("termination_grace_s", f"must be 0 to 3600 seconds, got {req.termination_grace_s!r}")
         self._fault_tolerance()
+
+    def _sources(self) -> None:
+        """The datasets and code source must be the workspace's; read only when the job names some."""
+        req = self.req
+        if not req.data_sources and req.code_source is None:
+            return
+        self.data_sources, self.code_source = resolve_job_sources(
+            self.user, self.workspace.pk if self.workspace else None, list(req.data_sources), req.code_source,
+            self.errors)
 
     def _fault_tolerance(self) -> None:
         req = self.req

@@ -10,6 +10,8 @@ from decimal import Decimal
 from django import forms
 from django.forms import formset_factory
 
+from datasets.models import CodeSource, Dataset
+from datasets.services import visible_code_sources, visible_datasets
 from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from jobs.services import POD_RESOURCE_LIMITS
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
@@ -91,10 +93,24 @@ class JobForm(forms.Form):
         initial=FaultTolerancePolicy.EXIT_CODE_AND_ERROR_MSG,
     )
     ft_other_config = forms.CharField(label="Other Configuration", required=False, max_length=1024)
+    # Datasets and code (registered in the workspace; mounted where each says)
+    datasets = forms.ModelMultipleChoiceField(
+        label="Datasets", queryset=Dataset.objects.none(), required=False,
+        to_field_name="dataset_id", widget=forms.CheckboxSelectMultiple,
+        help_text="Each is mounted at its own mount path.",
+    )
+    code_source = forms.ModelChoiceField(
+        label="Code Source", queryset=CodeSource.objects.none(), required=False, to_field_name="code_source_id", empty_label="None",
+        help_text="Cloned at its branch or commit into its mount path before the command runs.",
+    )
 
-    def __init__(self, *args, workspace=None, **kwargs):
+    def __init__(self, *args, workspace=None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["quota"].queryset = quotas_for(workspace, self.chosen_resource_type)
+        if user is not None and workspace is not None:
+            self.fields["datasets"].queryset = visible_datasets(user).filter(workspace=workspace).order_by("name")
+            self.fields["code_source"].queryset = visible_code_sources(user).filter(
+                workspace=workspace).order_by("display_name")
 
     # The choices that shape the rest of the form, read before validation (they pick querysets).
     @property

@@ -15,6 +15,7 @@ from django.shortcuts import redirect
 from console.forms import NODE_AMOUNTS, JobForm, RoleFormSet
 from console.pages.base import current_workspace, job_queryset, page
 from console.pages.market_data import market_rows
+from datasets.services import JobCodeSource, JobDataSource
 from jobs.models import Source
 from jobs.services import JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
 
@@ -29,32 +30,32 @@ def job_create(request):
         data = request.POST.copy()
         action = data.get("_action", "submit")
         if action in REFRESH_ACTIONS:
-            form, roles = unvalidated(data, workspace, add_role=action == "add_role")
+            form, roles = unvalidated(data, workspace, request.user, add_role=action == "add_role")
         else:
-            form, roles = bind(data, workspace)
+            form, roles = bind(data, workspace, request.user)
             job = submit(request, workspace, form, roles)
             if job is not None:
                 return redirect("console:job-detail", job_id=job.job_id)
     elif "_refresh" in request.GET:
-        form, roles = unvalidated(request.GET.copy(), workspace)
+        form, roles = unvalidated(request.GET.copy(), workspace, request.user)
     else:
         form, roles = blank(request, workspace)
     context = form_context(form, roles, workspace)
     return page(request, "console/jobs/create.html", context, nav="create", partial="form-body")
 
 
-def bind(data, workspace):
-    form = JobForm(data, workspace=workspace)
+def bind(data, workspace, user=None):
+    form = JobForm(data, workspace=workspace, user=user)
     roles = RoleFormSet(data, prefix=PREFIX, form_kwargs={"resource_type": form.chosen_resource_type, "source": form.chosen_source})
     return form, roles
 
 
-def unvalidated(data, workspace, *, add_role=False):
+def unvalidated(data, workspace, user=None, *, add_role=False):
     """A bound form shown as typed, without errors: a refresh is not a submission."""
     if add_role:
         total = int(data.get(f"{PREFIX}-TOTAL_FORMS") or 0)
         data[f"{PREFIX}-TOTAL_FORMS"] = str(min(total + 1, RoleFormSet.max_num))
-    form, roles = bind(data, workspace)
+    form, roles = bind(data, workspace, user)
     form._errors = ErrorDict()
     roles._errors, roles._non_form_errors = [], ErrorList()
     for role_form in roles.forms:
@@ -66,7 +67,7 @@ def blank(request, workspace):
     clone_id = request.GET.get("clone")
     source_job = job_queryset(request.user).filter(job_id=clone_id).first() if clone_id else None
     initial, role_initial = clone_initial(source_job) if source_job else ({}, [{"role": "Worker", "pod_count": 1}])
-    form = JobForm(initial=initial, workspace=workspace)
+    form = JobForm(initial=initial, workspace=workspace, user=request.user)
     roles = RoleFormSet(
         initial=role_initial, prefix=PREFIX,
         form_kwargs={"resource_type": form.chosen_resource_type, "source": form.chosen_source},
@@ -91,6 +92,8 @@ def clone_initial(job):
         "ft_enabled": job.ft_enabled, "ft_run_type": job.ft_run_type, "ft_max_restarts": job.ft_max_restarts,
         "ft_hang_detection": job.ft_hang_detection, "ft_hang_interval_minutes": max(1, job.ft_hang_interval_s // 60),
         "ft_policy": job.ft_policy, "ft_other_config": job.ft_other_config,
+        "datasets": [d["data_source_id"] for d in job.data_sources or []],
+        "code_source": job.code_source["code_source_id"] if job.code_source else None,
     }
     return initial, [role_initial(s) for s in specs]
 
@@ -129,6 +132,8 @@ def to_request(form, roles, workspace) -> JobRequest:
         ft_hang_detection=data["ft_hang_detection"], ft_hang_interval_s=data["ft_hang_interval_minutes"] * 60,
         ft_policy=data["ft_policy"], ft_other_config=data["ft_other_config"],
         roles=[role_request(r.cleaned_data, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)],
+        data_sources=[JobDataSource(d.dataset_id) for d in data["datasets"]],
+        code_source=JobCodeSource(data["code_source"].code_source_id) if data["code_source"] else None,
     )
 
 
@@ -168,6 +173,8 @@ def apply_service_errors(form, roles, errors: dict[str, str]) -> None:
             form.add_error("image", message)
         elif match and int(match[1]) < len(live_roles) and match[2] in ROLE_FIELDS:
             live_roles[int(match[1])].add_error(ROLE_FIELDS[match[2]], message)
+        elif key.startswith(("data_sources", "code_source")):
+            form.add_error("datasets" if key.startswith("data_sources") else "code_source", message)
         elif key == "roles":
             roles._non_form_errors.append(message)
         elif JOB_FIELDS.get(key, key) in form.fields:

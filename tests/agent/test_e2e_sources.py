@@ -9,7 +9,7 @@ import pytest
 from datasets.models import CodeSource, Dataset
 from datasets.services import JobCodeSource, JobDataSource
 from jobs.logs import read_all
-from jobs.models import Job, Pod
+from jobs.models import Pod
 from jobs.services import JobRequest, RoleRequest, create_job
 from tests.agent.test_e2e import live, registered, status, team  # noqa: F401 (fixtures)
 

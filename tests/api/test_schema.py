@@ -16,6 +16,12 @@ ACTIONS = {
     ("/api/v1/quotas/{quota_id}", "delete"): "DeleteQuota", ("/api/v1/nodes", "get"): "ListNodes",
     ("/api/v1/quotas/{quota_id}/workloads", "get"): "ListQuotaWorkloads",
     ("/api/v1/spots/{instance_type}/pricehistory", "get"): "GetSpotPriceHistory",
+    ("/api/v1/workspaces", "get"): "ListWorkspaces", ("/api/v1/workspaces/{workspace_id}", "get"): "GetWorkspace",
+    ("/api/v1/datasets", "post"): "CreateDataset", ("/api/v1/datasets", "get"): "ListDatasets",
+    ("/api/v1/datasets/{dataset_id}", "get"): "GetDataset", ("/api/v1/datasets/{dataset_id}", "delete"): "DeleteDataset",
+    ("/api/v1/codesources", "post"): "CreateCodeSource", ("/api/v1/codesources", "get"): "ListCodeSources",
+    ("/api/v1/codesources/{code_source_id}", "get"): "GetCodeSource",
+    ("/api/v1/codesources/{code_source_id}", "delete"): "DeleteCodeSource",
 }
 
 

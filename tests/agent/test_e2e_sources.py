@@ -59,3 +59,24 @@ def test_the_seed_command_lists_the_dataset_mounted_at_mnt_data_and_runs_the_clo
     assert "/mnt/data/train:" in text and "images-0001.bin" in text
     assert "training from the code source" in text and text.rstrip().endswith("DONE")
     assert not os.path.lexists("/mnt/data")  # the link went with the pod
+
+
+def test_an_nfs_dataset_the_node_has_not_mounted_fails_the_pod_with_the_reason(live, team, tmp_path):
+    workspace = team["a"].workspaces.get()
+    Dataset.objects.create(dataset_id="d-nfs", workspace=workspace, owner=team["alice"], name="imagenet",
+                           uri="nfs://nas.invalid/export/imagenet", data_source_type="NAS",
+                           mount_path=str(tmp_path / "imagenet"))
+    live.start_platform()
+    live.start_agent("e2e-a")
+    live.wait(registered("e2e-a"), "the agent to register")
+
+    job = create_job(team["alice"], JobRequest(
+        display_name="nfs-job", user_command="echo ran", quota_id=team["a"].quota_id,
+        roles=[RoleRequest(instance_type="e2e.c1m1g2", image="local")], data_sources=[JobDataSource("d-nfs")],
+    ))
+    live.wait(lambda: status(job) == "Failed", "the job to fail")
+
+    pod = Pod.objects.get(job=job)
+    assert (pod.status, pod.reason_code) == ("Failed", "DataSourceMountFailed")
+    assert "nfs://nas.invalid/export/imagenet is not mounted on this node" in pod.reason_message
+    assert read_all(pod) == ""  # the command never ran

@@ -186,3 +186,33 @@ def test_a_failed_clone_fails_the_pod_with_the_git_message(executor, recorder, r
     assert (report["status"], report["reason"]) == ("Failed", "CodeSourceCloneFailed")
     assert "no-such-branch" in report["message"] and "not found" in report["message"]
     assert not os.path.lexists(mnt)
+
+
+def test_a_restarted_agent_removes_the_link_of_an_adopted_pod_when_it_ends(tmp_path, dataset):
+    mnt = tmp_path / "mnt" / "data"
+    made = []
+
+    def make():
+        recorder = Recorder()
+        outbox = Outbox(recorder, flush_s=0.02)
+        ex = ProcessExecutor("unit-node", tmp_path / "pods", outbox, ship_interval_s=0.1)
+        made.append((ex, outbox))
+        ex.run()
+        return ex, recorder
+
+    try:
+        first, _ = make()
+        first.start(pod("p-adopted", "sleep 30", data_sources=[source(f"file://{dataset}", mnt)]))
+        first.close()  # the agent goes away; the pod and its link stay
+
+        second, recorder = make()
+        assert second.running_pod_ids() == ["p-adopted"] and os.readlink(mnt) == str(dataset)
+        second.stop("p-adopted", "Stopped", 1)
+        ended(recorder, "p-adopted")
+        assert not os.path.lexists(mnt)
+    finally:
+        for ex, outbox in made:
+            ex.close()
+            outbox.close()
+        for pgid in procs.groups_with_env(MARKER, made[0][0].marker):
+            procs.signal_group(pgid, signal.SIGKILL)

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import procs
-from agent.code import CloneError, clone
-from agent.mounts import Mount, MountError, host_path, link, unlink
+from agent.mounts import MOUNTS_FILE, Mount, MountError, link, unlink
+from agent.sources import DATA_SOURCE_FAILED, SourceError, pod_mounts
 from agent.logship import LogShipper
 from agent.outbox import Outbox
 
@@ -71,12 +71,6 @@ class PodProcess:
                 "mounts": [m.as_dict() for m in self.mounts], "links": [m.as_dict() for m in self.links]}
 
 
-class PrepareError(Exception):
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason, self.message = reason, message
-
-
 class ProcessExecutor:
     kind = "process"
 
@@ -88,8 +82,7 @@ class ProcessExecutor:
         self._ended: deque[str] = deque(maxlen=10_000)  # recent pods, so a redelivered start is ignored
         self._lock = threading.RLock()
         self._preparing: dict[str, list[Mount]] = {}  # pods whose sources are being mounted
-        self._clone_locks: dict[str, threading.Lock] = {}
-        self.mounts_file = "/proc/mounts"
+        self.mounts_file = MOUNTS_FILE
         self.state_path = self.pod_root / ".agents" / f"{node}.json"
         self.marker = marker(node, self.pod_root)
         self.shipper = LogShipper(outbox, self._snapshot, interval_s=ship_interval_s)
@@ -106,7 +99,7 @@ class ProcessExecutor:
         # Outside the lock: a clone may take a while, and stops of other pods must not wait for it.
         try:
             mounts, links = self._prepare(spec)
-        except PrepareError as exc:
+        except SourceError as exc:
             with self._lock:
                 self._preparing.pop(pod_id, None)
                 if pod_id not in self._ended:
@@ -160,19 +153,9 @@ class ProcessExecutor:
     # -- data and code sources ------------------------------------------------------------------
 
     def _prepare(self, spec: dict) -> tuple[list[Mount], list[Mount]]:
-        """Clone the code source and link every source at its mount path; (mounts, links made).
+        """The pod's mounts (code cloned), each linked at its mount path; (mounts, links made).
         On failure the links made so far are removed again."""
-        job_id = str(spec["job_id"])
-        mounts = []
-        for source in spec.get("data_sources") or []:
-            what = f"dataset {source['data_source_id']} ({source['uri']})"
-            try:
-                mounts.append(Mount(host_path(source["uri"], self.mounts_file), source["mount_path"], True, what))
-            except (MountError, ValueError) as exc:
-                raise PrepareError("DataSourceMountFailed", f"{what}: {exc}") from None
-        if code := spec.get("code_source"):
-            mounts.append(Mount(str(self._clone(job_id, code)), code["mount_path"], False,
-                                f"code source {code['code_source_id']}"))
+        mounts = pod_mounts(spec, self.pod_root / str(spec["job_id"]), mounts_file=self.mounts_file)
         with self._lock:
             self._preparing[spec["pod_id"]] = mounts  # so that a pod ending now leaves these links
         links = []
@@ -184,21 +167,9 @@ class ProcessExecutor:
                 with self._lock:
                     self._preparing[spec["pod_id"]] = []
                     self._release(links)
-                reason = "DataSourceMountFailed" if mount.read_only else "CodeSourceMountFailed"
-                raise PrepareError(reason, str(exc)) from None
+                raise SourceError(DATA_SOURCE_FAILED if mount.read_only else "CodeSourceMountFailed", str(exc)) \
+                    from None
         return mounts, links
-
-    def _clone(self, job_id: str, code: dict) -> Path:
-        dest = self.pod_root / job_id / "code"
-        with self._lock:
-            lock = self._clone_locks.setdefault(job_id, threading.Lock())
-        with lock:  # the pods of one job on this node share one clone
-            try:
-                clone(code["repo"], code.get("branch") or "", code.get("commit") or "", dest)
-            except CloneError as exc:
-                raise PrepareError("CodeSourceCloneFailed",
-                                   f"code source {code['code_source_id']} ({code['repo']}): {exc}") from None
-        return dest
 
     def _release(self, links: list[Mount]) -> None:
         """Remove the links a pod made, unless another live pod uses the same one: it takes it over.

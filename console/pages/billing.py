@@ -12,6 +12,9 @@ from console.pages.base import current_workspace, job_queryset, page
 from spot.models import DailyBill
 
 PAGE_SIZE = 100
+# A cell a spreadsheet would read as a formula (OWASP's CSV injection list): a job's name is the
+# user's own text, and opening the export must not run it.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_HEADER = ["day", "job_id", "job_name", "instance_type", "tag", "minutes", "amount", "pay_as_you_go_amount", "savings"]
 
 
@@ -49,7 +52,12 @@ def billing_csv(request):
     writer.writerow(CSV_HEADER)
     for bill in bills.iterator():
         writer.writerow([
-            bill.day.isoformat(), bill.job.job_id, bill.job.display_name, bill.spec.instance_type,
+            bill.day.isoformat(), bill.job.job_id, as_text(bill.job.display_name), as_text(bill.spec.instance_type),
             f"acs:pai:dlc:payType={bill.pay_type}", bill.minutes, bill.amount, bill.on_demand_amount, bill.savings,
         ])
     return response
+
+
+def as_text(value: str) -> str:
+    """The value, read by a spreadsheet as text: a leading quote keeps a formula from running."""
+    return "'" + value if value.startswith(FORMULA_START) else value

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apikit.models import AccessKey
 from cycle import tasks as cycle_tasks
+from jobs.models import Job
 from quotas.models import Node, Quota, ResourceSpec, Workspace
 from spot.models import DailyBill, PriceHistory
 from tests.console.conftest import quota_job, spot_job
@@ -138,6 +139,15 @@ def test_the_csv_export_is_a_real_csv_download_of_the_workspaces_bills(bob_clien
     assert rows[0] == ["day", "job_id", "job_name", "instance_type", "tag", "minutes", "amount", "pay_as_you_go_amount", "savings"]
     assert rows[1] == ["2026-12-02", job.job_id, "cheap", "ecs.g7.xlarge", "acs:pai:dlc:payType=spot", "60", "0.500000", "2.000000", "1.500000"]
     assert len(rows) == 3
+
+
+@pytest.mark.parametrize("name", ["=HYPERLINK(\"http://x\")", "+1", "-2+3", "@SUM(A1)"])
+def test_a_job_name_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(bob_client, alice, name):
+    job = spot_job(alice, "cheap")
+    Job.objects.filter(pk=job.pk).update(display_name=name)
+    bill(job, date(2026, 12, 1), "spot", "1.200000", "4.000000")
+    rows = list(csv.reader(io.StringIO(bob_client.get("/billing/export.csv").content.decode())))
+    assert rows[1][2] == "'" + name and rows[1][8] == "2.800000"  # numbers stay numbers
 
 
 def test_charlie_exports_an_empty_csv(charlie_client, alice):

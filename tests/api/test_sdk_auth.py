@@ -85,3 +85,16 @@ def test_both_spellings_of_a_path_are_served_without_a_redirect(live_server, dem
     for path in ("/api/v1/quotas", "/api/v1/quotas/"):
         response = requests.get(f"{live_server.url}{path}", allow_redirects=False)
         assert response.status_code == 400  # reached the view: unsigned, not redirected
+
+
+def test_an_action_this_server_does_not_serve_answers_the_sdk_in_json_whatever_its_method(alice_dlc):
+    calls = {
+        "POST": lambda: alice_dlc.create_tensorboard(dlc.CreateTensorboardRequest(display_name="tb")),
+        "PUT": lambda: alice_dlc.update_tensorboard("tb-1", dlc.UpdateTensorboardRequest(max_running_time_minutes=5)),
+        "DELETE": lambda: alice_dlc.delete_tensorboard("tb-1", dlc.DeleteTensorboardRequest()),
+        "GET": lambda: alice_dlc.get_tensorboard("tb-1", dlc.GetTensorboardRequest()),
+    }
+    for method, call in calls.items():
+        error = rejected(call)
+        assert (error.status_code, error.code) == (404, "InvalidAction.NotFound"), method
+        assert method in error.message and len(error.request_id) == 36

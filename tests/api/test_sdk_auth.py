@@ -98,3 +98,21 @@ def test_an_action_this_server_does_not_serve_answers_the_sdk_in_json_whatever_i
         error = rejected(call)
         assert (error.status_code, error.code) == (404, "InvalidAction.NotFound"), method
         assert method in error.message and len(error.request_id) == 36
+
+
+def test_an_id_with_an_encoded_slash_is_an_entity_that_does_not_exist(alice_dlc):
+    for call, entity in [
+        (lambda: alice_dlc.get_job("dlc/1", dlc.GetJobRequest()), "Job"),
+        (lambda: alice_dlc.stop_job("dlc/1"), "Job"),
+        (lambda: alice_dlc.get_pod_logs("dlc1", "pod/0", dlc.GetPodLogsRequest()), "Pod"),
+    ]:
+        error = rejected(call)
+        assert (error.status_code, error.code) == (404, f"EntityNotExist.{entity}")
+
+
+def test_a_server_that_keeps_the_raw_path_answers_a_real_extra_segment_as_an_unknown_action(client, demo_cluster):
+    encoded = client.get("/api/v1/jobs/dlc/1", REQUEST_URI="/api/v1/jobs/dlc%2F1")
+    extra = client.get("/api/v1/jobs/dlc/1", REQUEST_URI="/api/v1/jobs/dlc/1")
+    assert (encoded.status_code, encoded.json()["Code"]) == (404, "EntityNotExist.Job")
+    assert "'dlc/1'" in encoded.json()["Message"]
+    assert (extra.status_code, extra.json()["Code"]) == (404, "InvalidAction.NotFound")

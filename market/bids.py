@@ -41,6 +41,12 @@ def as_decimal(value: Any) -> Decimal | None:
     return number if number.is_finite() else None
 
 
+def shown(value: Any) -> str:
+    """A value as the user wrote it, for a message: a number plainly (0.95, not Decimal('0.95')),
+    anything else as Python writes it (text quoted)."""
+    return str(value) if isinstance(value, Decimal) else repr(value)
+
+
 def market_range(on_demand_price: Decimal) -> tuple[Decimal, Decimal]:
     """The prices a bid may name: 10 % of on-demand up to on-demand."""
     low = (FLOOR * on_demand_price).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
@@ -50,7 +56,7 @@ def market_range(on_demand_price: Decimal) -> tuple[Decimal, Decimal]:
 def _discount_errors(value: Any) -> list[FieldError]:
     discount = as_decimal(value)
     if discount is None or discount not in DISCOUNTS:  # Decimal equality: 0.40 counts as 0.4
-        return [_error("SpotSpec.SpotDiscountLimit", f"must be one of 0.1, 0.2, ... 0.9 (steps of 0.1), got {value!r}")]
+        return [_error("SpotSpec.SpotDiscountLimit", f"must be one of 0.1, 0.2, ... 0.9 (steps of 0.1), got {shown(value)}")]
     return []
 
 
@@ -58,7 +64,7 @@ def _price_limit_errors(value: Any, on_demand_price: Decimal) -> list[FieldError
     low, high = market_range(on_demand_price)
     price = as_decimal(value)
     if price is None or not low <= price <= high:
-        return [_error("SpotSpec.SpotPriceLimit", f"must be a price within the market range {low} to {high}, got {value!r}")]
+        return [_error("SpotSpec.SpotPriceLimit", f"must be a price within the market range {low} to {high}, got {shown(value)}")]
     return []
 
 

@@ -89,6 +89,16 @@ def test_a_job_without_workspace_id_lands_in_the_callers_default_workspace(alice
 
 # --- validation -----------------------------------------------------------------------------------
 
+def test_a_refused_bid_is_shown_as_the_user_wrote_it(alice_dlc):
+    for field, value in (("SpotDiscountLimit", 0.95), ("SpotPriceLimit", 123.5)):
+        error = rejected(lambda: create(alice_dlc, JobSpecs=[{
+            "Type": "Worker", "Image": "pytorch:2", "PodCount": 1, "EcsSpec": "ecs.g7.xlarge",
+            "SpotSpec": {"SpotStrategy": "SpotWithPriceLimit", field: value},
+        }]))
+        assert f"SpotSpec.{field}: must be" in error.message and f"got {value}" in error.message
+        assert "Decimal" not in error.message
+
+
 def test_validation_errors_name_the_field_and_what_is_allowed(alice_dlc):
     error = rejected(lambda: create(alice_dlc, JobSpecs=[{
         "Type": "Worker", "Image": "pytorch:2", "PodCount": 0, "EcsSpec": "ecs.g7.xlarge",

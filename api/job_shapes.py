@@ -282,13 +282,13 @@ def job_spec(spec: JobSpec, job: Job) -> dict:
 
 
 def pod_uid(pod: Pod) -> str:
-    """A stable UID per incarnation (PodId stays the same across restarts on PAI)."""
+    """The SDK's PodUid: one per incarnation, while its PodId (Pod.name) stays across restarts."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"opendlc:pod:{pod.pk}"))
 
 
 def pod_shape(pod: Pod, history: list[Pod] = ()) -> dict:
     out = {
-        "PodId": pod.pod_id,
+        "PodId": pod.name,
         "PodUid": pod_uid(pod),
         "Type": pod.role.lower(),
         "Status": pod.status,
@@ -399,6 +399,16 @@ def _final_times(job: Job) -> dict:
     }
 
 
+WAITING_REASON = "WaitingForResources"
+
+
+def _reason(job: Job) -> dict:
+    """A waiting job's reason is the scheduler's (the console shows the same); else the last step's."""
+    if waiting := job.wait_explanation:
+        return {"ReasonCode": WAITING_REASON, "ReasonMessage": waiting}
+    return {"ReasonCode": job.reason_code, "ReasonMessage": job.reason_message}
+
+
 def _core(job: Job) -> dict:
     """The keys GetJob and JobItem share."""
     return {
@@ -411,8 +421,7 @@ def _core(job: Job) -> dict:
         "ResourceType": job.resource_type,
         "Status": job.status,
         "SubStatus": job.sub_status,
-        "ReasonCode": job.reason_code,
-        "ReasonMessage": job.reason_message or job.wait_reason,
+        **_reason(job),
         "Priority": job.priority,
         "UserId": str(job.user_id),
         "TenantId": str(job.workspace.tenant_id),

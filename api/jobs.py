@@ -187,15 +187,17 @@ class JobEventsView(SdkView):
 
 
 def _pod(job: Job, pod_id: str, pod_uid: str | None) -> Pod:
-    """The pod's current incarnation, or the incarnation PodUid names (GetJob's HistoryPods)."""
-    pods = Pod.objects.filter(job=job)
-    if pod_uid:
-        pod = next((p for p in pods if shapes.pod_uid(p) == pod_uid), None)
-    else:
-        pod = pods.filter(pod_id=pod_id).order_by("-current", "-incarnation").first()
-    if pod is None:
+    """The pod PodId names (GetJob's Pods): its current incarnation, or the one PodUid names (its
+    HistoryPods). An incarnation's own id, which the console shows, names that incarnation."""
+    pods = list(Pod.objects.filter(job=job).order_by("-current", "-incarnation"))
+    for pod in pods:
+        pod.job = job
+    named = [p for p in pods if p.name == pod_id] or [p for p in pods if p.pod_id == pod_id]
+    if named and pod_uid:
+        named = [p for p in pods if p.name == named[0].name and shapes.pod_uid(p) == pod_uid]
+    if not named:
         raise not_found("Pod", pod_uid or pod_id)
-    return pod
+    return named[0]
 
 
 class PodLogsView(SdkView):
@@ -210,7 +212,7 @@ class PodLogsView(SdkView):
         params.boolean(q, "DownloadToFile")
         lines = read_logs(pod, 0, LOG_BYTES).lines[:max_lines]
         return self.reply(request, {
-            "JobId": job.job_id, "PodId": pod.pod_id, "PodUid": shapes.pod_uid(pod), "Logs": lines,
+            "JobId": job.job_id, "PodId": pod.name, "PodUid": shapes.pod_uid(pod), "Logs": lines,
             "Containers": params.text(q, "Containers"),
             "ContainerInfo": {"MainContainer": job.job_type.removesuffix("Job").lower(), "SidecarContainers": []},
         })
@@ -225,7 +227,7 @@ class PodEventsView(SdkView):
         job = get_visible_job(request.user, job_id)
         pod = _pod(job, pod_id, params.text(q, "PodUid"))
         return self.reply(request, {
-            "JobId": job.job_id, "PodId": pod.pod_id, "PodUid": shapes.pod_uid(pod),
+            "JobId": job.job_id, "PodId": pod.name, "PodUid": shapes.pod_uid(pod),
             "Events": _events(pod.events.all(), q),
         })
 

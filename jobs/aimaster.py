@@ -45,7 +45,8 @@ from django.db.models import Max
 from jobs import dispatch, history
 from jobs.cycle_requests import request_cycle
 from jobs.logs import read_logs
-from jobs.models import FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source
+from jobs.models import (FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source, incarnation_id,
+                         pod_name)
 from jobs.states import JobStatus
 from quotas.models import NodeStatus
 
@@ -392,7 +393,7 @@ def _new_incarnation(pod: Pod, now: datetime, **bound) -> Pod:
 def next_incarnation(pod: Pod, *, job_id: str, now: datetime, **bound) -> Pod:
     """The unsaved next incarnation of a pod of the job `job_id` (the old one is no longer current)."""
     n = pod.incarnation + 1
-    return Pod(pod_id=f"{job_id}-{pod.role.lower()}-{pod.index}-{n}", job_id=pod.job_id, role=pod.role,
+    return Pod(pod_id=incarnation_id(pod_name(job_id, pod.role, pod.index), n), job_id=pod.job_id, role=pod.role,
                index=pod.index, incarnation=n, cpu_m=pod.cpu_m, mem_mib=pod.mem_mib, gpu=pod.gpu, created_at=now,
                **bound)
 

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.states import LIVE_STATUSES, JobStatus, PodStatus, PodSubStatus
+from jobs.states import LIVE_STATUSES, WAITING, JobStatus, PodStatus, PodSubStatus
 from market.bids import bid_price
 from quotas.models import Quota, ResourceSpec, ResourceType, Workspace
 
@@ -138,6 +138,15 @@ class Job(models.Model):
         return "Not in Quota" if self.use_oversold_resource else "In Quota"
 
     @property
+    def wait_explanation(self) -> str:
+        """Why a waiting job waits, as the console's job page and GetJob / ListJobs say it: the
+        scheduler's reason and the job's place in its queue. Empty once the job no longer waits."""
+        if self.status not in WAITING or not (self.wait_reason or self.queue_position):
+            return ""
+        reason = self.wait_reason or "Waiting for the next schedule cycle."
+        return f"{reason} (queue position {self.queue_position})" if self.queue_position else reason
+
+    @property
     def payment_type(self) -> str:
         """The billing tag `acs:pai:dlc:payType`: spot, postpaid (public pool) or prepaid (quota)."""
         return {Source.SPOT: "spot", Source.PUBLIC: "postpaid"}.get(self.source, "prepaid")
@@ -237,8 +246,20 @@ class PodQuerySet(models.QuerySet):
         return self.filter(node__isnull=False, status__in=LIVE_STATUSES)
 
 
+def pod_name(job_id: str, role: str, index: int) -> str:
+    """The name every incarnation of a pod shares: the SDK's PodId, stable across restarts."""
+    return f"{job_id}-{role.lower()}-{index}"
+
+
+def incarnation_id(name: str, incarnation: int) -> str:
+    """An incarnation's own id (Pod.pod_id), unique: agents, reports and logs key pods by it."""
+    return f"{name}-{incarnation}" if incarnation else name
+
+
 class Pod(models.Model):
-    """One process of a job. A restart makes a new incarnation; earlier ones are kept (current=False)."""
+    """One process of a job. A restart makes a new incarnation; earlier ones are kept (current=False).
+
+    `pod_id` names one incarnation (what the agents run); `name` is the pod across incarnations."""
 
     pod_id = models.CharField(max_length=128)  # unique: Meta.constraints
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pods", db_index=False)
@@ -285,6 +306,10 @@ class Pod(models.Model):
 
     def __str__(self) -> str:
         return self.pod_id
+
+    @property
+    def name(self) -> str:
+        return pod_name(self.job.job_id, self.role, self.index)
 
     @property
     def preempted(self) -> bool:

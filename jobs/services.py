@@ -25,7 +25,7 @@ from dbkit import bulk
 from jobs import aimaster, dispatch, history, lifecycle
 from jobs.cycle_requests import request_cycle
 from jobs.models import (
-    FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, PodResources, RunType, Source,
+    FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, PodResources, RunType, Source, pod_name,
 )
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
 from market.bids import validate_spot_bid
@@ -158,7 +158,7 @@ def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec | None, now) -> l
         spot_duration_hours=1 if role.spot_duration_hours is None else role.spot_duration_hours,
     )
     shape = own or spec
-    return [row, *(Pod(pod_id=f"{job.job_id}-{role.role.lower()}-{i}", role=role.role, index=i, incarnation=0,
+    return [row, *(Pod(pod_id=pod_name(job.job_id, role.role, i), role=role.role, index=i, incarnation=0,
                        cpu_m=shape.cpu_m, mem_mib=shape.memory_mib, gpu=shape.gpu, created_at=now)
                    for i in range(role.pod_count))]
 

@@ -123,7 +123,7 @@ def test_the_detail_page_says_why_a_job_waits_and_its_queue_position(alice_clien
     html = alice_client.get(f"/jobs/{waiting.job_id}/").content.decode()
     assert "Why is this job waiting?" in html
     assert waiting.wait_reason and waiting.wait_reason.split()[0] in html
-    assert "Queue position" in html
+    assert f"(queue position {waiting.queue_position})" in html
 
 
 def test_a_preempted_borrowing_pod_shows_resource_preempted(bob_client, alice, bob):

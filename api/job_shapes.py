@@ -16,6 +16,7 @@ from django.utils import timezone
 from apikit import params
 from apikit.errors import invalid
 from datasets.services import JobCodeSource, JobDataSource
+from jobs import aimaster
 from jobs.models import Job, JobSpec, OversoldType, Pod, RestartRecord, Source
 from jobs.services import JobRequest, PodResources, RoleRequest
 from jobs.states import JobStatus
@@ -52,6 +53,7 @@ def job_request(body: dict) -> JobRequest:
         user_vpc=_user_vpc(body.get("UserVpc")),
         ft_enabled=bool(settings.get("EnableErrorMonitoringInAIMaster")),
         ft_other_config=settings.get("ErrorMonitoringArgs") or "",
+        **_fault_tolerance(settings.get("ErrorMonitoringArgs") or ""),
         max_running_time_minutes=(
             body["JobMaxRunningTimeMinutes"] if params.given(body.get("JobMaxRunningTimeMinutes")) else None
         ),
@@ -62,6 +64,14 @@ def job_request(body: dict) -> JobRequest:
         data_sources=_data_sources(body.get("DataSources")),
         code_source=_code_source(body.get("CodeSource")),
     )
+
+
+def _fault_tolerance(args: str) -> dict:
+    """AIMaster's configuration from ErrorMonitoringArgs, PAI's defaults where a flag is not given."""
+    try:
+        return aimaster.job_fields(aimaster.resolve(args, aimaster.PAI_DEFAULTS))
+    except aimaster.OtherConfigError as e:
+        raise invalid("Settings.ErrorMonitoringArgs", str(e)) from None
 
 
 def _object(body: dict, name: str) -> dict:
@@ -374,7 +384,7 @@ def _settings(job: Job) -> dict:
     return {
         "OversoldType": job.oversold_type if job.source == Source.QUOTA else None,
         "EnableErrorMonitoringInAIMaster": job.ft_enabled,
-        "ErrorMonitoringArgs": job.ft_other_config or None,
+        "ErrorMonitoringArgs": aimaster.error_monitoring_args(job) if job.ft_enabled else job.ft_other_config or None,
         "TerminationGracePeriodSeconds": job.termination_grace_s,
         "Tags": {"acs:pai:dlc:payType": job.payment_type},
     }

@@ -142,53 +142,88 @@ RUN_TYPES = {"Sync": RunType.SYNCHRONOUS, "Async": RunType.ASYNCHRONOUS,
              RunType.SYNCHRONOUS: RunType.SYNCHRONOUS, RunType.ASYNCHRONOUS: RunType.ASYNCHRONOUS}
 POLICIES = {p: p for p in FaultTolerancePolicy.values}
 
-# flag -> (FtConfig field, parser, repeatable: values are added to the defaults)
+# flag -> (FtConfig field, parser, repeatable: values are added to the defaults). The names are
+# PAI's (AIMaster's parameter table); restart_enabled is no FtConfig field: resolve() applies it.
 FLAGS = {
+    "--job-execution-mode": ("run_type", _choice_flag(RUN_TYPES), False),
+    "--enable-job-restart": ("restart_enabled", _bool_flag, False),
     "--max-num-of-job-restart": ("max_restarts", _int_flag(0, 100), False),
     "--max-num-of-preemption-restart": ("max_preemption_restarts", _preemption_limit, False),
     "--enable-job-hang-detection": ("hang_detection", _bool_flag, False),
+    # Hang Detection here is the log-based kind: no output and no progress for the interval.
+    "--enable-log-hang-detection": ("hang_detection", _bool_flag, False),
     "--job-hang-interval": ("hang_interval_s", _int_flag(60, 86400), False),
     "--hang-detection-interval": ("hang_interval_s", _int_flag(60, 86400), False),
-    "--job-execution-mode": ("run_type", _choice_flag(RUN_TYPES), False),
     "--fault-tolerant-policy": ("policy", _choice_flag(POLICIES), False),
     "--retryable-exit-codes": ("retryable_exit_codes", _codes_flag, False),
     "--fatal-exit-codes": ("fatal_exit_codes", _codes_flag, False),
     "--retryable-error-msg": ("retryable_messages", _text_flag, True),
     "--fatal-error-msg": ("fatal_messages", _text_flag, True),
 }
+_EXIT_HANG = "hangs on exit are not watched here; Hang Detection watches the running job"
+# PAI documents these, but nothing here acts on them: accepted, checked, and named in a job event.
+NO_EFFECT_FLAGS = {
+    "--enable-c4d-hang-detection": (_bool_flag, "C4D diagnoses through Alibaba's ACCL library, which this "
+                                                "cluster does not run"),
+    "--enable-job-exit-hang-detection": (_bool_flag, _EXIT_HANG),
+    "--job-exit-hang-interval": (_int_flag(1, 86400), _EXIT_HANG),
+}
+# The flags Create Job's fault-tolerance panel has fields for; the others stay Other Configuration.
+PANEL_FLAGS = frozenset({"--job-execution-mode", "--enable-job-restart", "--max-num-of-job-restart",
+                         "--enable-job-hang-detection", "--enable-log-hang-detection", "--job-hang-interval",
+                         "--hang-detection-interval", "--fault-tolerant-policy"})
+DEFAULT_MAX_RESTARTS = 3  # PAI's --max-num-of-job-restart
+# What AIMaster does when the SDK gives no flags: PAI's defaults, restarts off (--enable-job-restart).
+PAI_DEFAULTS = FtConfig(max_restarts=0)
+
+
+def flag_values(text: str) -> list[tuple[str, str]]:
+    """(flag, value) pairs in either spelling PAI shows, `--flag=value` or `--flag value`, quoted
+    by shell rules. Raises OtherConfigError for an unknown flag (listing the known ones)."""
+    try:
+        tokens = shlex.split(text or "")
+    except ValueError as e:
+        raise OtherConfigError(f"cannot be split into flags: {e}") from None
+    pairs = []
+    while tokens:
+        name, eq, value = tokens.pop(0).partition("=")
+        if name not in FLAGS and name not in NO_EFFECT_FLAGS:
+            raise OtherConfigError(f"unknown flag {name!r}; accepted flags: {', '.join([*FLAGS, *NO_EFFECT_FLAGS])}")
+        if not eq and tokens and not tokens[0].startswith("--"):
+            eq, value = "=", tokens.pop(0)
+        if not eq:
+            raise OtherConfigError(f"{name} needs a value: {name}=VALUE")
+        pairs.append((name, value))
+    return pairs
 
 
 def parse_other_config(text: str) -> dict:
-    """The FtConfig fields that "Other Configuration" sets. Raises OtherConfigError.
+    """The FtConfig fields that "Other Configuration" (the API's ErrorMonitoringArgs) sets, plus
+    restart_enabled when --enable-job-restart is given. Raises OtherConfigError.
 
-    Flags, each `--name=value`, separated by spaces; quote a value with spaces (shell rules):
+    Flags `--name=value` or `--name value`, separated by spaces; quote a value with spaces:
 
+        --job-execution-mode=M              Run Type: Sync, Async, Synchronous or Asynchronous
+        --enable-job-restart=B              restart on a failure, hang or lost node, True or False
         --max-num-of-job-restart=N          Maximum Job Restarts, 0-100
         --max-num-of-preemption-restart=N   restarts after preemption/spot release, 0-1000 or unlimited
-        --enable-job-hang-detection=B       Hang Detection, true or false
+        --enable-job-hang-detection=B       Hang Detection, True or False
+        --enable-log-hang-detection=B       the same (hangs are detected from the log here)
         --job-hang-interval=S               hang interval in seconds, 60-86400
         --hang-detection-interval=S         the same
-        --job-execution-mode=M              Run Type: Sync, Async, Synchronous or Asynchronous
         --fault-tolerant-policy=P           ExitCodeAndErrorMsg or OnFailure
         --retryable-exit-codes=1,137        replaces the default retryable codes (134,137); none for none
         --fatal-exit-codes=2                replaces the default fatal codes (2,126,127); none for none
         --retryable-error-msg="TEXT"        a log line containing TEXT is transient; repeatable, adds
         --fatal-error-msg="TEXT"            a log line containing TEXT is fatal; repeatable, adds
 
-    They override the form's fields of the same meaning.
+    and NO_EFFECT_FLAGS, checked but without effect. They override the form's fields (resolve).
     """
-    try:
-        tokens = shlex.split(text or "")
-    except ValueError as e:
-        raise OtherConfigError(f"cannot be split into flags: {e}") from None
     found: dict = {}
-    for token in tokens:
-        name, eq, value = token.partition("=")
-        if name not in FLAGS:
-            accepted = ", ".join(FLAGS)
-            raise OtherConfigError(f"unknown flag {name!r}; accepted flags: {accepted}")
-        if not eq:
-            raise OtherConfigError(f"{name} needs a value: {name}=VALUE")
+    for name, value in flag_values(text):
+        if name in NO_EFFECT_FLAGS:
+            NO_EFFECT_FLAGS[name][0](name, value)
+            continue
         field, parse, repeatable = FLAGS[name]
         parsed = parse(name, value)
         found[field] = found.get(field, ()) + (parsed,) if repeatable else parsed
@@ -196,6 +231,48 @@ def parse_other_config(text: str) -> dict:
     if both:
         raise OtherConfigError(f"exit codes {sorted(both)} are both retryable and fatal; choose one")
     return found
+
+
+def resolve(text: str, base: FtConfig) -> FtConfig:
+    """`base` (the form's fields, or PAI_DEFAULTS for the SDK) with the flags of `text` on top: the
+    one reading of AIMaster's flags, whichever face wrote them. Raises OtherConfigError.
+
+    Restarts need --enable-job-restart=True, or a base that restarts (Maximum Job Restarts above 0)."""
+    flags = parse_other_config(text)
+    enabled = flags.pop("restart_enabled", base.max_restarts > 0)
+    count = flags.pop("max_restarts", base.max_restarts or DEFAULT_MAX_RESTARTS)
+    for field in ("retryable_messages", "fatal_messages"):
+        if field in flags:
+            flags[field] = getattr(base, field) + flags[field]
+    return replace(base, max_restarts=count if enabled else 0, **flags)
+
+
+def job_fields(config: FtConfig) -> dict:
+    """The Job (and JobRequest) fields that hold a configuration."""
+    return {"ft_run_type": config.run_type, "ft_max_restarts": config.max_restarts,
+            "ft_max_preemption_restarts": config.max_preemption_restarts, "ft_hang_detection": config.hang_detection,
+            "ft_hang_interval_s": config.hang_interval_s, "ft_policy": config.policy}
+
+
+def panel_flags(config: FtConfig) -> list[str]:
+    """The flags that say what the fault-tolerance panel's fields say (GetJob's ErrorMonitoringArgs)."""
+    flags = [f"--job-execution-mode={'Async' if config.run_type == RunType.ASYNCHRONOUS else 'Sync'}",
+             f"--enable-job-restart={config.max_restarts > 0}"]
+    if config.max_restarts:
+        flags.append(f"--max-num-of-job-restart={config.max_restarts}")
+    return flags + [f"--enable-job-hang-detection={config.hang_detection}",
+                    f"--job-hang-interval={config.hang_interval_s}", f"--fault-tolerant-policy={config.policy}"]
+
+
+def other_flags(text: str) -> str:
+    """The flags of `text` the panel has no field for, each as `--flag=value` (Clone keeps them)."""
+    return shlex.join(f"{name}={value}" for name, value in flag_values(text) if name not in PANEL_FLAGS)
+
+
+def no_effect_notes(text: str) -> list[str]:
+    """One sentence per flag of `text` that PAI documents but nothing here acts on."""
+    return [f"AIMaster flag {name}={value} is accepted but has no effect here: {NO_EFFECT_FLAGS[name][1]}"
+            for name, value in flag_values(text) if name in NO_EFFECT_FLAGS]
 
 
 def other_config_error(text: str) -> str | None:
@@ -220,14 +297,19 @@ def config_for(job: Job) -> FtConfig:
         hang_interval_s=job.ft_hang_interval_s,
     )
     try:
-        flags = parse_other_config(job.ft_other_config)
+        return resolve(job.ft_other_config, config)
     except OtherConfigError as e:  # stored before validation checked it: the fields still apply
         log.warning("job %s: Other Configuration ignored: %s", job.job_id, e)
         return config
-    for field in ("retryable_messages", "fatal_messages"):
-        if field in flags:
-            flags[field] = getattr(config, field) + flags[field]
-    return replace(config, **flags)
+
+
+def error_monitoring_args(job: Job) -> str:
+    """The job's AIMaster configuration as PAI's flags: the panel's, then the others it was given."""
+    try:
+        others = other_flags(job.ft_other_config)
+    except OtherConfigError:
+        others = ""
+    return " ".join([*panel_flags(config_for(job)), *([others] if others else [])])
 
 
 # ---- 2. judge (pure) -------------------------------------------------------------------------

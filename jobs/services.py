@@ -25,7 +25,7 @@ from dbkit import bulk
 from jobs import aimaster, dispatch, history, lifecycle
 from jobs.cycle_requests import request_cycle
 from jobs.models import (
-    FaultTolerancePolicy, Job, JobSpec, JobType, OversoldType, Pod, PodResources, RunType, Source, pod_name,
+    FaultTolerancePolicy, Job, JobEvent, JobSpec, JobType, OversoldType, Pod, PodResources, RunType, Source, pod_name,
 )
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
 from market.bids import validate_spot_bid
@@ -141,6 +141,9 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
     target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
     steps, events = history.history_rows([history.transition(job, target, reason="JobSubmitted",
                                                          message=f"Job submitted; status {target}", at=now)])
+    if job.ft_enabled:
+        events += [JobEvent(job=job, at=now, reason="AIMasterFlagIgnored", message=note)
+                   for note in aimaster.no_effect_notes(job.ft_other_config)]
     rows = [*steps, *events]
     for role, spec in zip(req.roles, resolved["specs"]):
         rows += _role_rows(job, role, spec, now)

@@ -16,6 +16,7 @@ from console.forms import NODE_AMOUNTS, JobForm, RoleFormSet
 from console.pages.base import current_workspace, job_queryset, page
 from console.pages.market_data import market_rows
 from datasets.services import JobCodeSource, JobDataSource
+from jobs import aimaster
 from jobs.models import Source
 from jobs.services import JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
 
@@ -89,13 +90,24 @@ def clone_initial(job):
         "quota": job.quota.quota_id if job.quota else None, "oversold_type": job.oversold_type,
         "vpc_id": vpc.get("VpcId", ""), "switch_id": vpc.get("SwitchId", ""),
         "security_group_id": vpc.get("SecurityGroupId", ""),
-        "ft_enabled": job.ft_enabled, "ft_run_type": job.ft_run_type, "ft_max_restarts": job.ft_max_restarts,
-        "ft_hang_detection": job.ft_hang_detection, "ft_hang_interval_minutes": max(1, job.ft_hang_interval_s // 60),
-        "ft_policy": job.ft_policy, "ft_other_config": job.ft_other_config,
+        "ft_enabled": job.ft_enabled, **fault_tolerance_initial(job),
         "datasets": [d["data_source_id"] for d in job.data_sources or []],
         "code_source": job.code_source["code_source_id"] if job.code_source else None,
     }
     return initial, [role_initial(s) for s in specs]
+
+
+def fault_tolerance_initial(job) -> dict:
+    """The panel as AIMaster reads the job (its flags applied, whichever face wrote them), and in
+    Other Configuration only the flags the panel has no field for."""
+    config = aimaster.config_for(job)
+    try:
+        others = aimaster.other_flags(job.ft_other_config)
+    except aimaster.OtherConfigError:
+        others = job.ft_other_config
+    return {"ft_run_type": config.run_type, "ft_max_restarts": config.max_restarts,
+            "ft_hang_detection": config.hang_detection, "ft_hang_interval_minutes": max(1, config.hang_interval_s // 60),
+            "ft_policy": config.policy, "ft_other_config": others}
 
 
 def role_initial(spec) -> dict:

@@ -72,7 +72,7 @@ def test_other_configuration_reads_the_documented_flags():
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("--max-restarts=3", "unknown flag '--max-restarts'; accepted flags: --max-num-of-job-restart,"),
+    ("--max-restarts=3", "unknown flag '--max-restarts'; accepted flags: --job-execution-mode, --enable-job-restart,"),
     ("--max-num-of-job-restart=three", "--max-num-of-job-restart must be an integer from 0 to 100, got 'three'"),
     ("--max-num-of-job-restart", "--max-num-of-job-restart needs a value"),
     ("--job-hang-interval=10", "--job-hang-interval must be an integer from 60 to 86400, got '10'"),

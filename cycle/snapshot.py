@@ -26,13 +26,14 @@ def cluster(jobs: tuple[scheduler.PendingJob, ...]) -> scheduler.Snapshot:
 
 
 def _nodes() -> tuple[scheduler.Node, ...]:
-    # Not-ready nodes are in the snapshot too (ready=False): their pods still hold capacity.
+    # Not-ready and cordoned nodes are in the snapshot too (ready=False): their pods still hold
+    # capacity, but no new pod goes there.
     specs = {spec.pk: (spec.instance_type, scheduler.Resources(spec.gpu, spec.cpu_m, spec.memory_mib))
              for spec in ResourceSpec.objects.all()}
     return tuple(
-        scheduler.Node(name, *specs[spec], quota, ready=status == NodeStatus.READY)
-        for name, spec, quota, status in Node.objects.order_by("name").values_list(
-            "name", "spec_id", "quota__name", "status")
+        scheduler.Node(name, *specs[spec], quota, ready=status == NodeStatus.READY and not cordoned)
+        for name, spec, quota, status, cordoned in Node.objects.order_by("name").values_list(
+            "name", "spec_id", "quota__name", "status", "cordoned")
     )
 
 

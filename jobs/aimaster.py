@@ -484,7 +484,7 @@ def _restart_pod_in_place(job: Job, pod: Pod, now: datetime) -> bool:
     """Asynchronous: a new incarnation of the failed pod on its node and GPUs, if they are still
     free; started at once. False when the node cannot take it back."""
     node = pod.node
-    if node is None or node.status != NodeStatus.READY or not _room_for(pod):
+    if node is None or node.status != NodeStatus.READY or node.cordoned or not _room_for(pod):
         return False
     new = _new_incarnation(pod, now, node=node, gpu_indices=list(pod.gpu_indices), kind=pod.kind, bound_at=now)
     history.change_status(job, JobStatus.ENV_PREPARING, reason="PodRestarted",

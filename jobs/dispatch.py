@@ -9,7 +9,7 @@ platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
                      (agent/mounts.py); the agent makes it appear at mount_path and clones
                      the code source into its mount_path before the command runs.
   "agent.stop_pods"  [{pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
-                      'Restart'), grace_s}, ...]
+                      'Restart'|'NodeDrained'), grace_s}, ...]
 Queue: `agent.<node name>` for a 'process' node; `agent.simulated` for every simulated node (one
 simulated agent serves them all, KWOK-like). One `Message` is one pod; `send` puts consecutive
 messages of one kind for one queue into one task (at most MAX_BATCH pods), in order, so a cycle
@@ -50,8 +50,10 @@ STOPPED = "Stopped"
 SPOT_RELEASED = "SpotReleased"
 MAX_RUNNING_TIME = "MaxRunningTime"
 RESTART = "Restart"
-STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART)
-EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED)  # the pod ends Evicted ("Resource Preempted")
+NODE_DRAINED = "NodeDrained"
+STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART, NODE_DRAINED)
+# The pod ends Evicted ("Resource Preempted"); AIMaster requeues its job as for a preemption.
+EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED, NODE_DRAINED)
 
 
 @dataclass(frozen=True)

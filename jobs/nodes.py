@@ -19,7 +19,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import dispatch
-from jobs.models import Pod
+from jobs.cycle_requests import request_cycle
+from jobs.models import Job, JobEvent, Pod
 from jobs.states import PodStatus
 from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec
 
@@ -155,3 +156,24 @@ def _parse(value) -> datetime | None:
     except (TypeError, ValueError):
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def drain(node: Node, message: str) -> list[str]:
+    """Stop every pod holding the node, each with its job's grace period; returns their ids.
+
+    The pods end Evicted, as preempted ones do, so AIMaster requeues a job with fault tolerance on
+    (on other nodes: the caller has cordoned this one) and fails the others. Call it inside the
+    transaction that cordoned the node.
+    """
+    pods = list(Pod.objects.holding().filter(node=node, terminating=False).values_list("pod_id", "job_id"))
+    # Lock order: the jobs' rows first, then their pods (dispatch.stop_many).
+    grace = dict(Job.objects.filter(pk__in={job for _, job in pods}).locked().values_list("pk", "termination_grace_s"))
+    messages = dispatch.stop_many([dispatch.Stop(pod_id, dispatch.NODE_DRAINED, message, grace[job])
+                                   for pod_id, job in pods], event=dispatch.NODE_DRAINED)
+    stopped = {m.payload["pod_id"] for m in messages}
+    JobEvent.objects.bulk_create(
+        JobEvent(job_id=job, type=JobEvent.Type.WARNING, reason=dispatch.NODE_DRAINED, message=f"{message} (pod {pod_id})")
+        for pod_id, job in pods if pod_id in stopped)
+    dispatch.send_on_commit(messages)
+    request_cycle()
+    return sorted(stopped)

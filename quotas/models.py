@@ -138,6 +138,8 @@ class Node(models.Model):
         help_text="Empty: the public pool of this instance type.",
     )
     status = models.CharField(max_length=16, choices=NodeStatus.choices, default=NodeStatus.READY)
+    # Apart from status, which heartbeats own: an admin's cordon outlives the node's comings and goings.
+    cordoned = models.BooleanField(default=False, help_text="Takes no new pods; its pods keep running.")
     executor = models.CharField(max_length=16, choices=Executor.choices, default=Executor.SIMULATED)
     hostname = models.CharField(max_length=256, blank=True)
     gpu_uuids = models.JSONField(default=list, blank=True, help_text="GPUs discovered through NVML.")

@@ -17,8 +17,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Max, Min, Q
 
+from jobs import nodes as node_life
 from jobs.cycle_lock import hold_cycle_lock
 from jobs.models import Pod
 from jobs.states import FINAL
@@ -67,7 +68,10 @@ def visible_quotas(user):
 
 
 def visible_nodes(user):
-    """The public pool and the nodes of the quotas the user may see."""
+    """The nodes of the quotas the user may see, and the public pool, which serves every workspace;
+    nothing for a user in no workspace."""
+    if not user.is_staff and not Membership.objects.filter(user=user).exists():
+        return Node.objects.none()
     return Node.objects.filter(Q(quota__isnull=True) | Q(quota__in=visible_quotas(user).values("pk")))
 
 
@@ -370,7 +374,7 @@ def _take_free_nodes(quota: Quota, counts) -> None:
         raise QuotaRefused(errors)
 
 
-def _node_counts(counts, rtype: str) -> list[tuple[ResourceSpec, int]]:
+def _node_counts(counts, rtype: str, least: int = 1) -> list[tuple[ResourceSpec, int]]:
     specs = {s.instance_type: s for s in ResourceSpec.objects.all()}
     out, errors, seen = [], {}, set()
     for i, (instance_type, count) in enumerate(counts):
@@ -382,14 +386,47 @@ def _node_counts(counts, rtype: str) -> list[tuple[ResourceSpec, int]]:
             errors[type_key] = f"{spec.instance_type} is {spec.resource_type}, the quota is {rtype}"
         elif spec.instance_type in seen:
             errors[type_key] = f"{spec.instance_type} is listed twice"
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            errors[count_key] = f"must be a whole number of nodes, at least 1, got {count!r}"
+        if isinstance(count, bool) or not isinstance(count, int) or count < least:
+            errors[count_key] = f"must be a whole number of nodes, at least {least}, got {count!r}"
         if spec is not None and type_key not in errors and count_key not in errors:
             seen.add(spec.instance_type)
             out.append((spec, count))
     if errors:
         raise QuotaRefused(errors)
     return out
+
+
+@transaction.atomic
+def scale_quota(user, quota_id: str, counts) -> Quota:
+    """Scale the quota to `counts` ((instance type, count) pairs: its Min, its sub-quotas' nodes
+    included, as GetQuota shows it); types not listed keep their nodes. More nodes come free from
+    its pool; fewer return free ones first, and a node still holding a pod never leaves."""
+    quota = quota_for_user(user, quota_id, admin=True)
+    own = {n.pk: n for n in Node.objects.filter(quota=quota)}
+    busy = _holders(list(own.values()))
+    tree = subtrees()[quota.pk]
+    wanted, errors = set(own), {}
+    for index, (spec, count) in enumerate(_node_counts(counts, quota.resource_type, least=0)):
+        mine = sorted((n for n in own.values() if n.spec_id == spec.pk), key=lambda n: (n.pk in busy, n.pk))
+        change = count - Node.objects.filter(quota__in=tree, spec=spec).count()
+        if change > 0:
+            free = list(free_nodes(pool_of(quota.parent).filter(spec=spec)).order_by("pk")
+                        .values_list("pk", flat=True)[:change])
+            if len(free) < change:
+                errors[f"node_specs[{index}].count"] = (f"{change} more {spec.instance_type} node(s) needed, only "
+                                                        f"{len(free)} free in the {_source(quota.parent)}")
+            wanted |= set(free)
+        elif change < 0 and len(mine) < -change:
+            errors[f"node_specs[{index}].count"] = (
+                f"sub-quotas of {quota.name} hold {count - change - len(mine)} {spec.instance_type} node(s); "
+                f"scale them down first, or ask for at least that many")
+        elif change < 0:
+            wanted -= {n.pk for n in mine[:-change]}
+    if errors:
+        raise QuotaRefused(errors)
+    # _set_nodes checks again under the nodes' locks: a node that began holding a pod stays.
+    _set_nodes(quota, wanted)
+    return quota
 
 
 def assignable_nodes(quota: Quota | None, parent: Quota | None):
@@ -416,3 +453,85 @@ def workspace_choices(user, quota: Quota | None):
     if user.is_staff:
         return Workspace.objects.all()
     return Workspace.objects.filter(tenant__in=Workspace.objects.filter(memberships__user=user).values("tenant"))
+
+
+# --- nodes: cordon, uncordon, drain ---------------------------------------------------------------
+
+class NodeNotFound(Exception):
+    """No node of that name that the user may see: the same answer whether it exists elsewhere or not."""
+
+    def __init__(self, name: str):
+        super().__init__(f"Node {name!r} does not exist.")
+        self.name = name
+
+
+NODE_OPERATIONS = ("Cordon", "Uncordon", "Drain")
+
+
+def node_for_user(user, name: str, *, admin: bool = False) -> Node:
+    """The node if the user may see it (and, with `admin`, operate it: an admin of its quota's tree,
+    or staff for the public pool, which no tenant owns)."""
+    node = visible_nodes(user).select_related("quota", "spec").filter(name=name).first()
+    if node is None:
+        raise NodeNotFound(name)
+    if admin and not (can_administer(user, node.quota) if node.quota_id else user.is_staff):
+        who = f" or an owner/admin of a workspace bound to quota {node.quota.quota_id}" if node.quota_id else ""
+        raise QuotaForbidden(f"Operating node {node.name} needs a staff user{who}.")
+    return node
+
+
+@transaction.atomic
+def operate_node(user, name: str, operation: str) -> Node:
+    """Cordon (no new pods; its pods keep running), Uncordon, or Drain (cordon, and stop its pods
+    with their grace period; jobs with fault tolerance are requeued elsewhere)."""
+    if operation not in NODE_OPERATIONS:
+        raise QuotaRefused({"operation": f"must be one of {', '.join(NODE_OPERATIONS)}, got {operation!r}"})
+    node = node_for_user(user, name, admin=True)
+    # Under the cycle's lock: no cycle binds a pod to the node between the cordon and the drain.
+    node = _locked(Node.objects.filter(pk=node.pk))[0]
+    Node.objects.filter(pk=node.pk).update(cordoned=operation != "Uncordon")
+    if operation == "Drain":
+        node_life.drain(node, f"Node {node.name} drained by {user}")
+    node.refresh_from_db()
+    return node
+
+
+# --- resource groups ------------------------------------------------------------------------------
+# PAI's resource group is the machines bought into a resource pool, from which root quotas are
+# carved. Here machines join by registering with their instance type into the public pool, from
+# which root quotas take their nodes: so a resource group is the nodes of one instance type.
+
+RESOURCE_GROUP_PREFIX = "rg-"
+
+
+@dataclass(frozen=True)
+class ResourceGroup:
+    group_id: str
+    spec: ResourceSpec
+    node_count: int
+    public_count: int  # of those, in the public pool
+    created_at: Any
+    modified_at: Any
+
+
+def visible_resource_groups(user) -> list[ResourceGroup]:
+    """The instance types of the nodes the user may see, with only those nodes counted."""
+    rows = (visible_nodes(user).values("spec").order_by("spec__instance_type")
+            .annotate(n=Count("pk"), public=Count("pk", filter=Q(quota__isnull=True)),
+                      first=Min("created_at"), last=Max("created_at")))
+    specs = ResourceSpec.objects.in_bulk([r["spec"] for r in rows])
+    return [ResourceGroup(RESOURCE_GROUP_PREFIX + specs[r["spec"]].instance_type, specs[r["spec"]], r["n"],
+                          r["public"], r["first"], r["last"]) for r in rows]
+
+
+def resource_group_for_user(user, group_id: str) -> ResourceGroup:
+    found = [g for g in visible_resource_groups(user) if g.group_id == group_id]
+    if not found:
+        raise ResourceGroupNotFound(group_id)
+    return found[0]
+
+
+class ResourceGroupNotFound(Exception):
+    def __init__(self, group_id: str):
+        super().__init__(f"Resource group {group_id!r} does not exist.")
+        self.group_id = group_id

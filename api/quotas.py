@@ -305,7 +305,10 @@ class NodesView(SdkView):
         nodes = nodes.order_by(("-" if params.order(q, default="asc") == "desc" else "") + field, "pk")
         rows, total = paginate(nodes, page_of(q))
         pods = _pods_by_node(rows)
-        return self.reply(request, {"Nodes": [_node(n, pods.get(n.pk, [])) for n in rows], "TotalCount": total})
+        # Users of other workspaces (on a public pool node, of other tenants) are not named.
+        named = None if request.user.is_staff else set(request.user.memberships.values_list("workspace", flat=True))
+        return self.reply(request, {"Nodes": [_node(n, pods.get(n.pk, []), named) for n in rows],
+                                    "TotalCount": total})
 
 
 def _filtered_nodes(user, q):
@@ -343,9 +346,10 @@ def _pods_by_node(nodes) -> dict[int, list[Pod]]:
     return out
 
 
-def _node(node: Node, pods: list[Pod]) -> dict:
+def _node(node: Node, pods: list[Pod], named_workspaces: set[int] | None) -> dict:
     spec = node.spec
-    users = {pod.job.user_id: pod.job.user.username for pod in pods}
+    users = {pod.job.user_id: pod.job.user.username for pod in pods
+             if named_workspaces is None or pod.job.workspace_id in named_workspaces}
     created = params.fmt_time(node.created_at)
     return {
         "NodeName": node.name,
@@ -369,6 +373,10 @@ def _node(node: Node, pods: list[Pod]) -> dict:
         "GmtCreateTime": created,
         "GmtCreatedTime": created,
         "ResourceGroupName": node.pool_label,
+        "ResourceGroupId": services.RESOURCE_GROUP_PREFIX + spec.instance_type,
+        # A cordoned node is Ready (its agent is alive) but takes no new pods.
+        "ReasonCode": "Cordoned" if node.cordoned else None,
+        "ReasonMessage": "Cordoned: takes no new pods; its pods keep running" if node.cordoned else None,
     }
 
 

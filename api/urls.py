@@ -11,7 +11,7 @@ from drf_spectacular.views import SpectacularAPIView
 from apikit.docs import api_docs
 from apikit.schema import SdkSchemaGenerator
 from apikit.views import unknown_api_path
-from api import jobs, quotas, spot, workspaces
+from api import cluster, jobs, quotas, spot, workspaces
 
 
 def action(route: str, view, name: str):
@@ -42,6 +42,15 @@ urlpatterns = [
     action(f"datasets/{SEG.format('dataset_id')}", workspaces.DatasetView, "aiworkspace-dataset"),
     action("codesources", workspaces.CodeSourcesView, "aiworkspace-code-sources"),
     action(f"codesources/{SEG.format('code_source_id')}", workspaces.CodeSourceView, "aiworkspace-code-source"),
+    # PaiStudio admin actions on the cluster (api/cluster.py)
+    action(f"quotas/{SEG.format('quota_id')}/action/scale", cluster.ScaleQuotaView, "studio-quota-scale"),
+    action(f"quotas/{SEG.format('quota_id')}/activeuserusages", cluster.QuotaActiveUserUsagesView,
+           "studio-quota-user-usages"),
+    action("resources", cluster.ResourceGroupsView, "studio-resource-groups"),
+    action(f"resources/{SEG.format('group_id')}", cluster.ResourceGroupView, "studio-resource-group"),
+    action("nodetypes", cluster.NodeTypesView, "studio-node-types"),
+    action(f"nodes/{SEG.format('node_id')}", cluster.NodeView, "studio-node"),
+    action(f"nodes/{SEG.format('node_id')}/Pods", cluster.NodePodsView, "studio-node-pods"),
     re_path(r"^api/v1/", unknown_api_path),
     # The description of all of the above.
     path("api/schema/", SpectacularAPIView.as_view(generator_class=SdkSchemaGenerator), name="api-schema"),

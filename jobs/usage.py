@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, fields
 
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from jobs.models import Pod, PodKind
+from jobs.states import FINAL
 from quotas.models import Node
 from quotas.tree import chains
 from scheduler import ZERO, Resources
@@ -90,3 +91,35 @@ def _held():
             .annotate(gpu=Sum("gpu"), cpu_m=Sum("cpu_m"), mem_mib=Sum("mem_mib")).order_by())
     return [(r["node__quota"], r["job__quota"], r["kind"], Resources(r["gpu"], r["cpu_m"], r["mem_mib"]))
             for r in rows]
+
+
+@dataclass(frozen=True)
+class UserUsage:
+    """What one user's jobs of a quota hold (`used`, their holding pods) and ask for (`submitted`,
+    every current pod of their unfinished jobs), and how many such jobs they have."""
+
+    used: Resources
+    submitted: Resources
+    workloads: int
+
+
+def usage_by_user(quota_pks, workspace: int | None = None) -> dict[int, UserUsage]:
+    """Per user (pk) with an unfinished job in the given quotas (of the workspace, when given),
+    summed by the database."""
+    def sums(pods, **extra):
+        pods = pods.filter(job__quota__in=quota_pks)
+        if workspace is not None:
+            pods = pods.filter(job__workspace=workspace)
+        rows = (pods.values("job__user")
+                .annotate(gpu=Sum("gpu"), cpu_m=Sum("cpu_m"), mem_mib=Sum("mem_mib"), **extra).order_by())
+        return {r["job__user"]: r for r in rows}
+
+    used = sums(Pod.objects.holding())
+    submitted = sums(Pod.objects.filter(current=True).exclude(job__status__in=FINAL),
+                     jobs=Count("job", distinct=True))
+    return {user: UserUsage(_resources(used.get(user)), _resources(row), row["jobs"])
+            for user, row in submitted.items()}
+
+
+def _resources(row) -> Resources:
+    return Resources(row["gpu"], row["cpu_m"], row["mem_mib"]) if row else ZERO

@@ -22,6 +22,11 @@ ACTIONS = {
     ("/api/v1/codesources", "post"): "CreateCodeSource", ("/api/v1/codesources", "get"): "ListCodeSources",
     ("/api/v1/codesources/{code_source_id}", "get"): "GetCodeSource",
     ("/api/v1/codesources/{code_source_id}", "delete"): "DeleteCodeSource",
+    ("/api/v1/quotas/{quota_id}/action/scale", "put"): "ScaleQuota",
+    ("/api/v1/quotas/{quota_id}/activeuserusages", "get"): "ListQuotaActiveUserUsages",
+    ("/api/v1/resources", "get"): "ListResourceGroups", ("/api/v1/resources/{group_id}", "get"): "GetResourceGroup",
+    ("/api/v1/nodetypes", "get"): "ListNodeTypes", ("/api/v1/nodes/{node_id}", "post"): "OperateNode",
+    ("/api/v1/nodes/{node_id}/Pods", "get"): "ListNodePods",
 }
 
 

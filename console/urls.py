@@ -17,6 +17,7 @@ console_patterns = [
     path("quotas/new/", quotas.quota_edit, name="quota-create"),
     path("quotas/<str:quota_id>/edit/", quotas.quota_edit, name="quota-edit"),
     path("nodes/", quotas.node_list, name="nodes"),
+    path("nodes/<str:name>/operate", quotas.node_operate, name="node-operate"),
     path("spot/", market.market, name="market"),
     path("spot/<str:instance_type>/history/", market.price_chart, name="price-chart"),
     path("billing/", billing.billing, name="billing"),

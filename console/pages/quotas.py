@@ -6,6 +6,7 @@ from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, 
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from console.forms import QuotaForm
 from console.pages.base import page, require_quota_admin
@@ -13,8 +14,8 @@ from console.pages.usage import quota_usage
 from jobs.models import Pod
 from quotas.models import Quota
 from quotas.services import (
-    QuotaNotFound, QuotaRefused, QuotaRequest, administered_quotas, create_quota, quota_for_user, update_quota,
-    visible_nodes, visible_quotas,
+    NodeNotFound, QuotaForbidden, QuotaNotFound, QuotaRefused, QuotaRequest, administered_quotas,
+    create_quota, operate_node, quota_for_user, update_quota, visible_nodes, visible_quotas,
 )
 
 
@@ -96,4 +97,25 @@ def node_list(request):
     if request.user.is_staff:
         pods = Pod.objects.holding().select_related("job").order_by("pod_id")
         nodes = nodes.prefetch_related(Prefetch("pods", queryset=pods, to_attr="holding"))
-    return page(request, "console/nodes/list.html", {"nodes": nodes, "show_pods": request.user.is_staff}, nav="nodes")
+    # The nodes the user may cordon, uncordon and drain: his quotas' trees', and the public pool for staff.
+    operable = set(administered_quotas(request.user).values_list("pk", flat=True))
+    return page(request, "console/nodes/list.html", {
+        "nodes": nodes, "show_pods": request.user.is_staff, "operable": operable,
+    }, nav="nodes")
+
+
+@login_required
+@require_POST
+def node_operate(request, name: str):
+    """Cordon, Uncordon or Drain a node through quotas.services, as OperateNode does."""
+    operation = request.POST.get("operation", "")
+    try:
+        node = operate_node(request.user, name, operation)
+    except NodeNotFound as exc:
+        raise Http404(str(exc)) from None
+    except (QuotaForbidden, QuotaRefused) as exc:
+        messages.error(request, str(exc))
+    else:
+        state = "cordoned: it takes no new pods" if node.cordoned else "schedulable again"
+        messages.success(request, f"{operation}: node {node.name} is {state}.")
+    return redirect("console:nodes")

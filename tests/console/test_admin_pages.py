@@ -174,3 +174,49 @@ def test_keys_are_disabled_and_deleted_only_by_their_owner(bob_client, charlie, 
     assert key.status == "Disabled"
     client.post(f"/access-keys/{key.access_key_id}/delete/")
     assert not AccessKey.objects.filter(pk=key.pk).exists()
+
+
+# --- Nodes: cordon, uncordon, drain --------------------------------------------------------------
+
+NLP_0 = "nlp-team-gn6v-c8g1-0"
+
+
+def test_a_quota_admin_cordons_and_uncordons_a_node_from_the_nodes_page(alice_client):
+    html = alice_client.get("/nodes/").content.decode()
+    assert f'action="/nodes/{NLP_0}/operate"' in html and "csrfmiddlewaretoken" in html
+    response = alice_client.post(f"/nodes/{NLP_0}/operate", {"operation": "Cordon"}, follow=True)
+    assert Node.objects.get(name=NLP_0).cordoned
+    assert "is cordoned: it takes no new pods" in response.content.decode()
+    alice_client.post(f"/nodes/{NLP_0}/operate", {"operation": "Uncordon"})
+    assert not Node.objects.get(name=NLP_0).cordoned
+
+
+def test_draining_from_the_nodes_page_stops_the_nodes_pods(alice_client, alice):
+    job = quota_job(alice, pods=1)
+    cycle_tasks.process_cycle.run()
+    node = job.pods.get().node.name
+    alice_client.post(f"/nodes/{node}/operate", {"operation": "Drain"})
+    assert job.pods.get().reason_code == "NodeDrained" and Node.objects.get(name=node).cordoned
+
+
+def test_a_member_sees_no_node_buttons_and_may_not_operate_a_node(bob_client):
+    html = bob_client.get("/nodes/").content.decode()
+    assert "/operate" not in html
+    response = bob_client.post(f"/nodes/{NLP_0}/operate", {"operation": "Cordon"}, follow=True)
+    assert "needs a staff user or an owner/admin" in response.content.decode()
+    assert not Node.objects.get(name=NLP_0).cordoned
+
+
+def test_someone_in_no_workspace_sees_no_node_and_cannot_operate_one(charlie_client):
+    assert "No nodes registered." in charlie_client.get("/nodes/").content.decode()
+    assert charlie_client.post(f"/nodes/{NLP_0}/operate", {"operation": "Cordon"}).status_code == 404
+    assert not Node.objects.get(name=NLP_0).cordoned
+
+
+def test_the_node_form_is_refused_without_its_csrf_token(alice):
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    assert browser.post(f"/nodes/{NLP_0}/operate", {"operation": "Cordon"}).status_code == 403
+    assert not Node.objects.get(name=NLP_0).cordoned

@@ -29,6 +29,7 @@ from agent import procs
 from agent.mounts import MOUNTS_FILE, Mount, MountError, link, unlink
 from agent.sources import DATA_SOURCE_FAILED, SourceError, pod_mounts
 from agent.logship import LogShipper
+from agent.metrics import Target, gpu_indices
 from agent.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -180,6 +181,11 @@ class ProcessExecutor:
                 heir.links.append(mount)
             elif not any(m.target == mount.target for ms in self._preparing.values() for m in ms):
                 unlink(mount)
+
+    def metric_targets(self) -> list[Target]:
+        """The running pods to sample (agent/metrics.py): not those being stopped."""
+        with self._lock:
+            return [Target(p.pod_id, p.pgid, gpu_indices(p.env)) for p in self.pods.values() if not p.stop_reason]
 
     # -- running a pod ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import logging
 import threading
 
 from agent.machine import Machine
+from agent.metrics import METRICS_TASK, PodSampler
 from agent.outbox import Outbox, utcnow_iso
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ def queue_for(node: str | None) -> str:
 
 class Agent:
     def __init__(self, node: str | None, executor, outbox: Outbox, machine: Machine | None, *,
-                 send_heartbeat, heartbeat_s: float, quota: str = ""):
+                 send_heartbeat, heartbeat_s: float, quota: str = "", sampler: PodSampler | None = None):
         self.node = node  # None: the simulated agent, serving every simulated node
         self.executor = executor
         self.outbox = outbox
@@ -37,6 +38,7 @@ class Agent:
         self.quota = quota
         self._send_heartbeat = send_heartbeat
         self.heartbeat_s = heartbeat_s
+        self.sampler = sampler  # None: no pod metrics (the simulated agent's pods use nothing)
         self._stop = threading.Event()
 
     @property
@@ -59,6 +61,17 @@ class Agent:
             self._send_heartbeat(self.heartbeat())
         except Exception:
             log.exception("heartbeat not sent; will retry")
+        self.sample_pods()
+
+    def sample_pods(self) -> None:
+        """Each running pod's usage, to the platform with the next flush (jobs.pod_metrics)."""
+        if self.sampler is None:
+            return
+        try:
+            for sample in self.sampler.sample(self.executor.metric_targets()):
+                self.outbox.put(METRICS_TASK, sample)
+        except Exception:
+            log.exception("pod metrics not sampled; will retry")
 
     def _beat_forever(self) -> None:
         while not self._stop.wait(self.heartbeat_s):

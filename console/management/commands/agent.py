@@ -45,6 +45,7 @@ class Command(BaseCommand):
 
 def build_agent(app, options):
     from agent.machine import discover
+    from agent.metrics import PodSampler
     from agent.outbox import Outbox, celery_sender
     from agent.process import ProcessExecutor
     from agent.runtime import Agent
@@ -62,4 +63,4 @@ def build_agent(app, options):
     node = options["node"] or socket.gethostname()
     executor = ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
     return Agent(node, executor, outbox, discover(), send_heartbeat=send_heartbeat, heartbeat_s=interval,
-                 quota=options["quota"])
+                 quota=options["quota"], sampler=PodSampler())

@@ -11,7 +11,7 @@ from drf_spectacular.views import SpectacularAPIView
 from apikit.docs import api_docs
 from apikit.schema import SdkSchemaGenerator
 from apikit.views import unknown_api_path
-from api import cluster, jobs, quotas, spot, workspaces
+from api import cluster, jobs, metrics, quotas, spot, workspaces
 
 
 def action(route: str, view, name: str):
@@ -42,7 +42,8 @@ urlpatterns = [
     action(f"datasets/{SEG.format('dataset_id')}", workspaces.DatasetView, "aiworkspace-dataset"),
     action("codesources", workspaces.CodeSourcesView, "aiworkspace-code-sources"),
     action(f"codesources/{SEG.format('code_source_id')}", workspaces.CodeSourceView, "aiworkspace-code-source"),
-    # PaiStudio admin actions on the cluster (api/cluster.py)
+    # DLC GetJobMetrics (api/metrics.py) and PaiStudio admin actions on the cluster (api/cluster.py)
+    action(f"jobs/{SEG.format('job_id')}/metrics", metrics.JobMetricsView, "dlc-job-metrics"),
     action(f"quotas/{SEG.format('quota_id')}/action/scale", cluster.ScaleQuotaView, "studio-quota-scale"),
     action(f"quotas/{SEG.format('quota_id')}/activeuserusages", cluster.QuotaActiveUserUsagesView,
            "studio-quota-user-usages"),

@@ -400,3 +400,19 @@ class PodLog(models.Model):
     class Meta:
         ordering = ["pod_id", "offset"]
         constraints = [models.UniqueConstraint(fields=["pod", "offset"], name="one_log_chunk_per_offset")]
+
+
+class PodMetric(models.Model):
+    """What a pod used at one moment, as its agent sampled it (agent/metrics.py): GetJobMetrics.
+    Kept OPENDLC_POD_METRICS_RETENTION_S (jobs/metrics.py removes older samples)."""
+
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="metrics", db_index=False)
+    at = models.DateTimeField()
+    cpu_m = models.PositiveIntegerField(help_text="CPU in use, millicores")
+    mem_mib = models.PositiveIntegerField(help_text="resident memory, MiB")
+    gpu_util = models.PositiveSmallIntegerField(null=True, help_text="mean utilization of its GPUs, percent")
+    gpu_mem_mib = models.PositiveIntegerField(null=True, help_text="memory used on its GPUs, MiB")
+
+    class Meta:
+        ordering = ["pod_id", "at"]
+        indexes = [models.Index(fields=["pod", "at"]), models.Index(fields=["at"])]

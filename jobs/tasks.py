@@ -6,6 +6,7 @@ The schedule task is the cycle's (cycle/tasks.py).
     jobs.pod_reports                     queue 'default'    agent -> platform: [{pod_id, status, ...}]
     jobs.pod_progress                    queue 'default'    agent -> platform: EasyCkpt progress
     jobs.pod_logs                        queue 'default'    agent -> platform: log chunks
+    jobs.pod_metrics                     queue 'default'    agent -> platform: pods' CPU, memory, GPU
     nodes.heartbeat                      queue 'default'    agent -> platform: the node is alive
     nodes.reap_lost                      beat               nodes without heartbeats go NotReady
 """
@@ -13,7 +14,7 @@ The schedule task is the cycle's (cycle/tasks.py).
 from celery import shared_task
 from django.db import OperationalError
 
-from jobs import hang, lifecycle, logs, nodes
+from jobs import hang, lifecycle, logs, metrics, nodes
 
 # Transient database errors (a lost connection, SQLite busy past its timeout) are worth a retry;
 # reports are idempotent, so retrying a batch that was partly applied is safe.
@@ -43,6 +44,11 @@ def pod_progress(items: list[dict]) -> int:
 @shared_task(name="jobs.pod_logs", ignore_result=True)
 def pod_logs(chunks: list[dict]) -> None:
     logs.store_chunks(chunks)
+
+
+@shared_task(name="jobs.pod_metrics", ignore_result=True)
+def pod_metrics(samples: list[dict]) -> int:
+    return metrics.store_samples(samples)
 
 
 @shared_task(name="nodes.heartbeat", ignore_result=True)

@@ -27,6 +27,7 @@ ACTIONS = {
     ("/api/v1/resources", "get"): "ListResourceGroups", ("/api/v1/resources/{group_id}", "get"): "GetResourceGroup",
     ("/api/v1/nodetypes", "get"): "ListNodeTypes", ("/api/v1/nodes/{node_id}", "post"): "OperateNode",
     ("/api/v1/nodes/{node_id}/Pods", "get"): "ListNodePods",
+    ("/api/v1/jobs/{job_id}/metrics", "get"): "GetJobMetrics",
 }
 
 

@@ -222,6 +222,17 @@ def test_asynchronous_falls_back_to_requeueing_the_job_when_the_node_is_gone(run
     assert [(m.payload["pod_id"], m.payload["reason"]) for m in sent] == [(second.pod_id, "Restart")]
 
 
+def test_asynchronous_does_not_restart_a_pod_in_place_on_a_cordoned_node(running, reports, sent):
+    job = running(pods=2, ft_run_type="Asynchronous")
+    first, second = current_pods(job)
+    first.node.cordoned = True
+    first.node.save()
+    sent.clear()
+    fail_pod(reports, first, 137)
+    assert refreshed(job).status == "Restarting"
+    assert [(m.payload["pod_id"], m.payload["reason"]) for m in sent] == [(second.pod_id, "Restart")]
+
+
 # ---- preemption ----------------------------------------------------------------------------------
 
 

@@ -81,6 +81,7 @@ def _check_groups(user, group_ids, counts) -> None:
 
 # --- ListResourceGroups, GetResourceGroup -------------------------------------------------------
 
+PROVIDER = "Local"
 RG_SORT = {"GmtCreatedTime": lambda g: (g.created_at, g.group_id), "Name": lambda g: g.group_id,
            "NodeCount": lambda g: (g.node_count, g.group_id)}
 
@@ -89,7 +90,8 @@ class ResourceGroupsView(SdkView):
     """GET /api/v1/resources (ListResourceGroups)."""
 
     @sdk_action("ListResourceGroups", "The resource groups (one per instance type) of the nodes the caller sees",
-                query=(*PAGING, "Name", "ResourceGroupIDs", "ResourceType", "Status", "HasResource", "ShowAll"))
+                query=(*PAGING, "Name", "ResourceGroupIDs", "ResourceType", "Status", "HasResource", "ShowAll",
+                       "ComputingResourceProvider"))
     def get(self, request):
         q = request.query_params
         groups = services.visible_resource_groups(request.user)
@@ -103,6 +105,10 @@ class ResourceGroupsView(SdkView):
             groups = []
         params.boolean(q, "HasResource")  # every group listed has nodes
         params.boolean(q, "ShowAll")
+        if (provider := params.text(q, "ComputingResourceProvider")) and provider != PROVIDER:
+            groups = []  # every node here is the cluster's own
+        if params.text(q, "Versions"):
+            raise invalid("Versions", "is not supported: resource groups here have no versions")
         by = params.choice(q, "SortBy", RG_SORT, default="GmtCreatedTime")
         groups.sort(key=RG_SORT[by], reverse=params.order(q, default="desc") == "desc")
         return self.reply(request, {"ResourceGroups": [_group(g) for g in _page(groups, q)],
@@ -115,7 +121,7 @@ class ResourceGroupView(SdkView):
     @sdk_action("GetResourceGroup", "One resource group: the nodes of one instance type")
     def get(self, request, group_id):
         group = _call_for_node(services.resource_group_for_user, request.user, group_id)
-        return self.reply(request, {**_group(group), "ClusterID": "opendlc", "ComputingResourceProvider": "Local",
+        return self.reply(request, {**_group(group), "ClusterID": "opendlc", "ComputingResourceProvider": PROVIDER,
                                     "Description": f"{group.public_count} of {group.node_count} node(s) in the "
                                                    f"public pool", "SupportRDMA": False, "Tags": []})
 
@@ -185,6 +191,7 @@ class NodePodsView(SdkView):
     def get(self, request, node_id):
         q = request.query_params
         node = _call_for_node(services.node_for_user, request.user, node_id)
+        _check_group(node, params.text(q, "ResourceGroupId"))
         # Pods of other workspaces' jobs (on a public pool node, other tenants') are not named.
         pods = (Pod.objects.holding().filter(node=node, job__in=visible_jobs(request.user))
                 .select_related("job").order_by("pod_id"))
@@ -194,6 +201,13 @@ class NodePodsView(SdkView):
         if gpus := params.listed(q, "GPUIndexes"):
             pods = [p for p in pods if {str(g) for g in p.gpu_indices} & set(gpus)]
         return self.reply(request, {"NodePodInfos": [_pod(p) for p in pods]})
+
+
+def _check_group(node, group_id) -> None:
+    """A ResourceGroupId given with a node must be the node's own group."""
+    own = services.RESOURCE_GROUP_PREFIX + node.spec.instance_type
+    if group_id and group_id != own:
+        raise invalid("ResourceGroupId", f"node {node.name} is in resource group {own}, got {group_id!r}")
 
 
 def _pod(pod: Pod) -> dict:
@@ -220,10 +234,7 @@ class NodeView(SdkView):
         if params.given(parameters) and not isinstance(parameters, dict):
             raise invalid("OperationParameters", "must be an object")
         if params.given(body.get("ResourceGroupId")):
-            node = _call_for_node(services.node_for_user, request.user, node_id)
-            if body["ResourceGroupId"] != services.RESOURCE_GROUP_PREFIX + node.spec.instance_type:
-                raise invalid("ResourceGroupId", f"node {node.name} is in resource group "
-                                                 f"{services.RESOURCE_GROUP_PREFIX}{node.spec.instance_type}")
+            _check_group(_call_for_node(services.node_for_user, request.user, node_id), body["ResourceGroupId"])
         node = _call_for_node(services.operate_node, request.user, node_id, operation)
         return self.reply(request, {"NodeId": node.name})
 

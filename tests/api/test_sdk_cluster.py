@@ -254,3 +254,15 @@ def test_a_user_in_no_workspace_sees_no_node(charlie_studio):
     assert charlie_studio.list_nodes(studio.ListNodesRequest()).body.total_count == 0
     assert charlie_studio.list_resource_groups(studio.ListResourceGroupsRequest()).body.total_count == 0
     assert charlie_studio.list_node_types(studio.ListNodeTypesRequest()).body.statistics == []
+
+
+def test_resource_group_filters_of_other_providers_and_versions(bob_studio):
+    assert bob_studio.list_resource_groups(studio.ListResourceGroupsRequest(
+        computing_resource_provider="ECS")).body.total_count == 0
+    error = rejected(lambda: bob_studio.list_resource_groups(studio.ListResourceGroupsRequest(versions="v1")))
+    assert error.status_code == 400 and "Versions: is not supported" in error.message
+
+
+def test_node_pods_with_another_resource_group_are_refused(bob_studio):
+    error = rejected(lambda: bob_studio.list_node_pods(NLP_0, studio.ListNodePodsRequest(resource_group_id="rg-x")))
+    assert error.status_code == 400 and f"node {NLP_0} is in resource group rg-{V100}" in error.message

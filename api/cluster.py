@@ -118,8 +118,12 @@ class ResourceGroupsView(SdkView):
 class ResourceGroupView(SdkView):
     """GET /api/v1/resources/{ResourceGroupId} (GetResourceGroup)."""
 
-    @sdk_action("GetResourceGroup", "One resource group: the nodes of one instance type")
+    @sdk_action("GetResourceGroup", "One resource group: the nodes of one instance type",
+                query=("IsAIWorkspaceDataEnabled", "Tag"))
     def get(self, request, group_id):
+        if params.text(request.query_params, "Tag"):
+            raise invalid("Tag", "is not supported: resource groups here have no tags")
+        params.boolean(request.query_params, "IsAIWorkspaceDataEnabled")  # the answer is the same either way
         group = _call_for_node(services.resource_group_for_user, request.user, group_id)
         return self.reply(request, {**_group(group), "ClusterID": "opendlc", "ComputingResourceProvider": PROVIDER,
                                     "Description": f"{group.public_count} of {group.node_count} node(s) in the "

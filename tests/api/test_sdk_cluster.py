@@ -266,3 +266,9 @@ def test_resource_group_filters_of_other_providers_and_versions(bob_studio):
 def test_node_pods_with_another_resource_group_are_refused(bob_studio):
     error = rejected(lambda: bob_studio.list_node_pods(NLP_0, studio.ListNodePodsRequest(resource_group_id="rg-x")))
     assert error.status_code == 400 and f"node {NLP_0} is in resource group rg-{V100}" in error.message
+
+
+def test_a_resource_group_has_no_tags_to_filter_by(bob_studio):
+    error = rejected(lambda: bob_studio.get_resource_group(f"rg-{V100}", studio.GetResourceGroupRequest(
+        tag=[studio.GetResourceGroupRequestTag(key="team", value="nlp")])))
+    assert error.status_code == 400 and "Tag: is not supported" in error.message

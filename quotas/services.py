@@ -1,5 +1,5 @@
 """Quotas as users change them: create, update, scale (nodes in and out) and delete, and who may
-see and change which. The console's pages and the API's actions both call these functions with plain
+see and change which; nodes as admins cordon, uncordon and drain them; and resource groups. The console's pages and the API's actions both call these functions with plain
 values; every refusal is one of the exceptions below, which each face turns into its own shape.
 
 Tenants are walls. A user sees the quotas of the tenants of their workspaces, and changes a quota as
@@ -504,14 +504,22 @@ def operate_node(user, name: str, operation: str) -> Node:
 RESOURCE_GROUP_PREFIX = "rg-"
 
 
+class ResourceGroupNotFound(Exception):
+    """No resource group of that id with a node the user may see."""
+
+    def __init__(self, group_id: str):
+        super().__init__(f"Resource group {group_id!r} does not exist.")
+        self.group_id = group_id
+
+
 @dataclass(frozen=True)
 class ResourceGroup:
     group_id: str
     spec: ResourceSpec
     node_count: int
     public_count: int  # of those, in the public pool
-    created_at: Any
-    modified_at: Any
+    created_at: Any  # when its first node joined
+    modified_at: Any  # when its last node joined
 
 
 def visible_resource_groups(user) -> list[ResourceGroup]:
@@ -529,9 +537,3 @@ def resource_group_for_user(user, group_id: str) -> ResourceGroup:
     if not found:
         raise ResourceGroupNotFound(group_id)
     return found[0]
-
-
-class ResourceGroupNotFound(Exception):
-    def __init__(self, group_id: str):
-        super().__init__(f"Resource group {group_id!r} does not exist.")
-        self.group_id = group_id

@@ -207,6 +207,21 @@ class NodePodsView(SdkView):
         return self.reply(request, {"NodePodInfos": [_pod(p) for p in pods]})
 
 
+def _no_parameters(parameters) -> None:
+    """OperationParameters' options (a cordon's comment, a drain of some pods only, a forced drain)
+    are not supported: each given one is refused, not ignored."""
+    if not params.given(parameters):
+        return
+    if not isinstance(parameters, dict):
+        raise invalid("OperationParameters", "must be an object")
+    for group, options in parameters.items():
+        given = [k for k, v in options.items() if params.given(v)] if isinstance(options, dict) else [""]
+        if given:
+            field = ".".join(filter(None, ("OperationParameters", group, given[0])))
+            raise invalid(field, "is not supported: a cordon takes no options, and a drain stops every pod of "
+                                 "the node with its grace period")
+
+
 def _check_group(node, group_id) -> None:
     """A ResourceGroupId given with a node must be the node's own group."""
     own = services.RESOURCE_GROUP_PREFIX + node.spec.instance_type
@@ -234,9 +249,7 @@ class NodeView(SdkView):
         operation = body.get("Operation")
         if not params.given(operation):
             raise invalid("Operation", f"is required: one of {', '.join(services.NODE_OPERATIONS)}")
-        parameters = body.get("OperationParameters")
-        if params.given(parameters) and not isinstance(parameters, dict):
-            raise invalid("OperationParameters", "must be an object")
+        _no_parameters(body.get("OperationParameters"))
         if params.given(body.get("ResourceGroupId")):
             _check_group(_call_for_node(services.node_for_user, request.user, node_id), body["ResourceGroupId"])
         node = _call_for_node(services.operate_node, request.user, node_id, operation)

@@ -212,6 +212,8 @@ def test_operating_a_node_is_refused_to_members_and_other_tenants(bob_studio, ch
     (studio.OperateNodeRequest(), "Operation"),
     (studio.OperateNodeRequest(operation="Reboot"), "Operation"),
     (studio.OperateNodeRequest(operation="Cordon", resource_group_id="rg-other"), "ResourceGroupId"),
+    (studio.OperateNodeRequest(operation="Drain", operation_parameters=studio.NodeOperationParameters(
+        drain_parameters=studio.NodeDrainParameters(pod_names=["one"]))), "OperationParameters.DrainParameters.PodNames"),
 ])
 def test_bad_operations_name_the_field(alice_studio, request_, field):
     error = rejected(lambda: alice_studio.operate_node(NLP_0, request_))

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0007_job_change_xid'),
+        ('jobs', '0010_h7_job_data_and_code_sources'),
     ]
 
     operations = [

@@ -15,7 +15,7 @@ from django.db.models import Count, Q
 
 from api.quotas import _call, _node_specs, _resources, get_visible_quota
 from apikit import params
-from apikit.errors import invalid, not_found
+from apikit.errors import ApiError, invalid, not_found
 from apikit.pagination import page_of
 from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
@@ -89,10 +89,17 @@ RG_SORT = {"GmtCreatedTime": lambda g: (g.created_at, g.group_id), "Name": lambd
 class ResourceGroupsView(SdkView):
     """GET /api/v1/resources (ListResourceGroups)."""
 
+    # AIWorkspace's ListResources sends the same GET /api/v1/resources; its x-acs-action tells them
+    # apart, and it is not served here (an answer of the wrong shape would break its client).
+    only_actions = ("ListResourceGroups",)
+
     @sdk_action("ListResourceGroups", "The resource groups (one per instance type) of the nodes the caller sees",
                 query=(*PAGING, "Name", "ResourceGroupIDs", "ResourceType", "Status", "HasResource", "ShowAll",
                        "ComputingResourceProvider"))
     def get(self, request):
+        action = request.headers.get("x-acs-action", "ListResourceGroups")
+        if action not in self.only_actions:
+            raise ApiError("InvalidAction.NotFound", f"{action} is not an API action of this server.", status=404)
         q = request.query_params
         groups = services.visible_resource_groups(request.user)
         if name := params.text(q, "Name"):

@@ -274,3 +274,13 @@ def test_a_resource_group_has_no_tags_to_filter_by(bob_studio):
     error = rejected(lambda: bob_studio.get_resource_group(f"rg-{V100}", studio.GetResourceGroupRequest(
         tag=[studio.GetResourceGroupRequestTag(key="team", value="nlp")])))
     assert error.status_code == 400 and "Tag: is not supported" in error.message
+
+
+def test_aiworkspace_list_resources_on_the_same_path_is_not_answered_as_resource_groups(endpoint, alice):
+    # Its client sends GET /api/v1/resources too; a ListResourceGroups answer would break it.
+    from alibabacloud_aiworkspace20210204 import models as ws
+
+    from tests.api.test_sdk_workspaces import workspace_client
+
+    error = rejected(lambda: workspace_client(endpoint, alice).list_resources(ws.ListResourcesRequest()))
+    assert (error.status_code, error.code) == (404, "InvalidAction.NotFound")

@@ -297,7 +297,7 @@ class NodesView(SdkView):
 
     @sdk_action("ListNodes", "Nodes with what runs on them", query=(
         *PAGING, "QuotaId", "FilterByQuotaId", "NodeNames", "NodeStatuses", "NodeTypes", "GPUType",
-        "AcceleratorType", "WorkspaceId"))
+        "AcceleratorType", "WorkspaceId", "ResourceGroupIds", "FilterByResourceGroupIds"))
     def get(self, request):
         q = request.query_params
         nodes = _filtered_nodes(request.user, q)
@@ -323,6 +323,9 @@ def _filtered_nodes(user, q):
         nodes = nodes.filter(status__in=statuses)
     if types := params.listed(q, "NodeTypes"):
         nodes = nodes.filter(spec__instance_type__in=types)
+    if groups := params.listed(q, "ResourceGroupIds") or params.listed(q, "FilterByResourceGroupIds"):
+        prefix = services.RESOURCE_GROUP_PREFIX  # a resource group is the nodes of one instance type
+        nodes = nodes.filter(spec__instance_type__in=[g.removeprefix(prefix) for g in groups if g.startswith(prefix)])
     if gpu_type := params.text(q, "GPUType"):
         nodes = nodes.filter(spec__gpu_type__icontains=gpu_type)
     if accelerator := params.choice(q, "AcceleratorType", ("CPU", "GPU"), case_insensitive=True):

@@ -284,3 +284,9 @@ def test_aiworkspace_list_resources_on_the_same_path_is_not_answered_as_resource
 
     error = rejected(lambda: workspace_client(endpoint, alice).list_resources(ws.ListResourcesRequest()))
     assert (error.status_code, error.code) == (404, "InvalidAction.NotFound")
+
+
+def test_list_nodes_filters_by_resource_group(bob_studio):
+    nodes = bob_studio.list_nodes(studio.ListNodesRequest(resource_group_ids="rg-ecs.g7.xlarge", page_size=100)).body
+    assert nodes.total_count > 0 and {n.node_type for n in nodes.nodes} == {"ecs.g7.xlarge"}
+    assert {n.resource_group_id for n in nodes.nodes} == {"rg-ecs.g7.xlarge"}

@@ -57,11 +57,15 @@ class GpuReader:
         self.nvml = None
         try:
             import pynvml
-
+        except ImportError:
+            log.info("pod GPU metrics off: nvidia-ml-py is not installed")
+            return
+        try:
             pynvml.nvmlInit()
-            self.nvml = pynvml
-        except Exception as exc:  # the library, the driver or the devices are missing
-            log.info("pod GPU metrics off: %s", exc)
+        except pynvml.NVMLError as exc:  # the driver or the devices are missing
+            log.info("pod GPU metrics off: NVML is not available: %s", exc)
+            return
+        self.nvml = pynvml
 
     def read(self, indices: tuple[int, ...]) -> tuple[int, int] | None:
         """(mean utilization percent, used MiB summed) of the GPUs, or None without NVML or GPUs."""

@@ -93,9 +93,9 @@ def test_scaling_beyond_the_free_nodes_says_how_many_there_are(alice_studio):
 def test_bad_scale_requests_name_the_field(alice_studio, body, field):
     nlp = Quota.objects.get(name="nlp-team")
     if body == {}:
-        call = lambda: alice_studio.scale_quota(nlp.quota_id, studio.ScaleQuotaRequest())  # noqa: E731
+        call = lambda: alice_studio.scale_quota(nlp.quota_id, studio.ScaleQuotaRequest())
     else:
-        call = lambda: scale(alice_studio, nlp.quota_id, body.pop("count", 2), **body)  # noqa: E731
+        call = lambda: scale(alice_studio, nlp.quota_id, body.pop("count", 2), **body)
     error = rejected(call)
     assert (error.status_code, error.code) == (400, "InvalidParameter") and f"{field}:" in error.message
 
@@ -176,7 +176,7 @@ def test_a_public_node_does_not_name_another_tenants_pods(bob_studio, mallory):
 
 def test_node_pods_of_a_node_one_cannot_see_do_not_exist(charlie_studio, mallory_studio):
     for client in (charlie_studio, mallory_studio):
-        error = rejected(lambda: client.list_node_pods(NLP_0, studio.ListNodePodsRequest()))
+        error = rejected(lambda client=client: client.list_node_pods(NLP_0, studio.ListNodePodsRequest()))
         assert (error.status_code, error.code) == (404, "EntityNotExist.Node")
 
 
@@ -203,7 +203,7 @@ def test_operating_a_node_is_refused_to_members_and_other_tenants(bob_studio, ch
     assert rejected(lambda: bob_studio.operate_node(NLP_0, studio.OperateNodeRequest(operation="Cordon"))
                     ).status_code == 403
     for client in (charlie_studio, mallory_studio):
-        error = rejected(lambda: client.operate_node(NLP_0, studio.OperateNodeRequest(operation="Cordon")))
+        error = rejected(lambda client=client: client.operate_node(NLP_0, studio.OperateNodeRequest(operation="Cordon")))
         assert (error.status_code, error.code) == (404, "EntityNotExist.Node")
     assert not Node.objects.get(name=NLP_0).cordoned
 
@@ -242,7 +242,7 @@ def test_active_user_usages_are_not_shown_across_the_wall(mallory_studio, charli
     running(bob, NLP_0)
     nlp = Quota.objects.get(name="nlp-team")
     for client in (mallory_studio, charlie_studio):
-        error = rejected(lambda: client.list_quota_active_user_usages(
+        error = rejected(lambda client=client: client.list_quota_active_user_usages(
             nlp.quota_id, studio.ListQuotaActiveUserUsagesRequest()))
         assert (error.status_code, error.code) == (404, "EntityNotExist.Quota")
     error = rejected(lambda: bob_studio.list_quota_active_user_usages(

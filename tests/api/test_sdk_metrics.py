@@ -61,7 +61,7 @@ def test_samples_older_than_the_retention_are_removed(sampled, settings):
 def test_a_job_of_another_workspace_has_no_metrics_to_show(endpoint, charlie, mallory, sampled):
     for user in (charlie, mallory):
         client = dlc_client(endpoint, *key_of(user))
-        error = rejected(lambda: client.get_job_metrics("dlc-sampled", dlc.GetJobMetricsRequest(metric_type="MemoryUsage")))
+        error = rejected(lambda client=client: client.get_job_metrics("dlc-sampled", dlc.GetJobMetricsRequest(metric_type="MemoryUsage")))
         assert (error.status_code, error.code) == (404, "EntityNotExist.Job")
 
 

@@ -14,11 +14,11 @@ from typing import Any
 from django.utils import timezone
 
 from apikit import params
-from apikit.errors import invalid
+from apikit.errors import invalid, invalid_fields
 from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
-from jobs.models import Job, JobSpec, OversoldType, Pod, RestartRecord, Source
-from jobs.services import JobRequest, PodResources, RoleRequest
+from jobs.models import Accessibility, Job, JobSpec, OversoldType, Pod, RestartRecord, Source
+from jobs.services import CustomEnv, JobRequest, PodResources, RoleRequest
 from jobs.states import JobStatus
 from market.bids import as_decimal
 from quotas.models import Quota, ResourceSpec, ResourceType
@@ -26,6 +26,38 @@ from quotas.models import Quota, ResourceSpec, ResourceType
 # --- CreateJob: the SDK's body onto jobs.services.JobRequest -------------------------------------
 
 VPC_KEYS = ("VpcId", "SwitchId", "SecurityGroupId", "DefaultRoute", "ExtendedCIDRs")
+LEAF, ANY_KEYS = params.LEAF, params.ANY_KEYS
+ELASTIC_KEYS = ("AIMasterDockerImage", "AIMasterType", "EDPMaxParallelism", "EDPMinParallelism", "ElasticStrategy",
+                "EnableAIMaster", "EnableEDP", "EnableElasticTraining", "EnablePsJobElasticPS",
+                "EnablePsJobElasticWorker", "EnablePsResourceEstimate", "MaxParallelism", "MinParallelism",
+                "PSMaxParallelism", "PSMinParallelism")
+# Every key CreateJob reads (apikit.params.unsupported's shape); any other key that asks for
+# something is refused by name, so nothing is accepted and ignored. tests/api/test_sdk_fields.py
+# walks the SDK's CreateJobRequest against it.
+CREATE_JOB_SHAPE = {
+    **dict.fromkeys(("DisplayName", "UserCommand", "JobType", "WorkspaceId", "Priority", "ResourceId",
+                     "JobMaxRunningTimeMinutes", "Description", "Accessibility"), LEAF),
+    "Envs": ANY_KEYS,
+    "CustomEnvs": [dict.fromkeys(("Key", "Value", "Visible"), LEAF)],
+    "UserVpc": dict.fromkeys(VPC_KEYS, LEAF),
+    "ElasticSpec": dict.fromkeys(ELASTIC_KEYS, LEAF),
+    "DataSources": ANY_KEYS, "CodeSource": ANY_KEYS,  # datasets and code sources read them
+    "Settings": {**dict.fromkeys(("OversoldType", "EnableErrorMonitoringInAIMaster", "ErrorMonitoringArgs",
+                                  "TerminationGracePeriodSeconds"), LEAF), "Tags": ANY_KEYS},
+    "JobSpecs": [{
+        **dict.fromkeys(("Type", "PodCount", "EcsSpec", "Image", "UserCommand", "OversoldType", "UseSpotInstance"),
+                        LEAF),
+        "SpotSpec": dict.fromkeys(("SpotStrategy", "SpotDiscountLimit", "SpotPriceLimit"), LEAF),
+        "ResourceConfig": dict.fromkeys(("GPU", "CPU", "Memory", "GPUType", "SharedMemory"), LEAF),
+    }],
+}
+NOT_SUPPORTED = "is not supported by this platform; leave it out"
+
+
+def refuse_unsupported(body: dict, shape: dict) -> None:
+    """InvalidParameter naming every key of the body that asks for something the action does not do."""
+    if paths := params.unsupported(body, shape):
+        raise invalid_fields(dict.fromkeys(paths, NOT_SUPPORTED))
 
 
 def job_request(body: dict) -> JobRequest:
@@ -34,10 +66,12 @@ def job_request(body: dict) -> JobRequest:
     Where the job runs follows from what is given, as on PAI: a ResourceId (quota) makes a quota
     job, a SpotSpec on the roles a spot job, neither a pay-as-you-go job on public resources.
     """
+    refuse_unsupported(body, CREATE_JOB_SHAPE)
     specs = _job_specs(body.get("JobSpecs"))
     settings = _object(body, "Settings")
     quota_id = _text(body, "ResourceId")
     spot = any(params.given(s.get("SpotSpec")) for s in specs)
+    source = Source.QUOTA if quota_id else (Source.SPOT if spot else Source.PUBLIC)
     return JobRequest(
         display_name=body.get("DisplayName") or "",
         user_command=body.get("UserCommand") or "",
@@ -47,7 +81,7 @@ def job_request(body: dict) -> JobRequest:
         envs=_envs(body.get("Envs")),
         priority=body["Priority"] if params.given(body.get("Priority")) else 1,
         resource_type=_resource_type(quota_id, specs),
-        source=Source.QUOTA if quota_id else (Source.SPOT if spot else Source.PUBLIC),
+        source=source,
         quota_id=quota_id,
         oversold_type=_oversold_type(settings, specs),
         user_vpc=_user_vpc(body.get("UserVpc")),
@@ -63,6 +97,11 @@ def job_request(body: dict) -> JobRequest:
         ),
         data_sources=_data_sources(body.get("DataSources")),
         code_source=_code_source(body.get("CodeSource")),
+        description=body.get("Description") or "",
+        accessibility=body.get("Accessibility") or Accessibility.PUBLIC,
+        custom_envs=_custom_envs(body.get("CustomEnvs")),
+        tags=_tags(settings.get("Tags"), source),
+        elastic_spec=_object(body, "ElasticSpec"),
     )
 
 
@@ -103,6 +142,13 @@ def _role(i: int, spec: dict) -> RoleRequest:
     spot = spec.get("SpotSpec") if params.given(spec.get("SpotSpec")) else {}
     if not isinstance(spot, dict):
         raise invalid(f"JobSpecs[{i}].SpotSpec", f"must be an object, got {spot!r}")
+    if spec.get("UseSpotInstance") not in (None, bool(spot)):
+        # GetJob says whether a role bids; sent back it must agree with the role's SpotSpec.
+        raise invalid(f"JobSpecs[{i}].UseSpotInstance", f"is {spec['UseSpotInstance']!r} but the role "
+                                                        f"{'has' if spot else 'has no'} SpotSpec; a SpotSpec makes a "
+                                                        "role bid on preemptible resources")
+    if spec.get("EcsSpec") and params.given(spec.get("ResourceConfig")):
+        _instance_type_echo(i, spec["EcsSpec"], spec["ResourceConfig"])
     return RoleRequest(
         role=spec.get("Type") or "Worker",
         pod_count=spec["PodCount"] if params.given(spec.get("PodCount")) else 1,
@@ -115,6 +161,22 @@ def _role(i: int, spec: dict) -> RoleRequest:
         spot_discount_limit=_number(spot.get("SpotDiscountLimit")),
         spot_price_limit=_number(spot.get("SpotPriceLimit")),
     )
+
+
+def _instance_type_echo(i: int, instance_type: str, config) -> None:
+    """GetJob gives a role of an instance type that type's resources as its ResourceConfig, so a
+    request sent back carries both: accepted when the ResourceConfig is that echo, since the
+    EcsSpec decides; refused when it asks for other resources, which the role would not get."""
+    spec = ResourceSpec.objects.filter(instance_type=instance_type).first()
+    if spec is None or not isinstance(config, dict):
+        return  # the validator names the unknown type; _resource_config a bad ResourceConfig
+    echo = {"GPU": str(spec.gpu), "CPU": str(spec.cpu), "Memory": params.memory_amount(spec.memory_mib),
+            "GPUType": spec.gpu_type}
+    differ = sorted(k for k, v in config.items() if params.given(v) and str(v) != echo.get(k))
+    if differ:
+        raise invalid(f"JobSpecs[{i}].ResourceConfig", f"{', '.join(differ)} differ from {instance_type}'s "
+                                                       f"({', '.join(f'{k} {echo[k]}' for k in differ if k in echo)}): "
+                                                       "give an EcsSpec or a ResourceConfig, not both")
 
 
 def _resource_config(i: int, value) -> PodResources | None:
@@ -205,6 +267,43 @@ def _known(at: str, item, keys: dict[str, str]) -> dict:
     return out
 
 
+def _custom_envs(value) -> list[CustomEnv]:
+    if not params.given(value):
+        return []
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise invalid("CustomEnvs", "must be a list of {Key, Value, Visible}")
+    return [CustomEnv(key=e.get("Key"), value=e.get("Value"), visible=_visible(i, e.get("Visible")))
+            for i, e in enumerate(value)]
+
+
+def _visible(i: int, value) -> bool:
+    """The SDK types Visible as text: true and false, in any case, or a JSON boolean; absent is true."""
+    if value is None or isinstance(value, bool):
+        return value is not False
+    if str(value).strip().lower() in ("true", "false"):
+        return str(value).strip().lower() == "true"
+    raise invalid(f"CustomEnvs[{i}].Visible", f"must be true or false, got {value!r}")
+
+
+def _tags(value, source: str) -> dict:
+    """The user's tags of Settings.Tags. GetJob adds the platform's payment tag, which a request sent
+    back carries: accepted when it says what the job's source makes it, refused otherwise."""
+    if not params.given(value):
+        return {}
+    if not isinstance(value, dict):
+        raise invalid("Settings.Tags", f"must be an object of tag keys to values, got {value!r}")
+    tags = dict(value)
+    if PAY_TAG in tags:
+        expected = Job(source=source).payment_type
+        if tags.pop(PAY_TAG) != expected:
+            raise invalid(f"Settings.Tags.{PAY_TAG}", f"is the platform's, set from where the job runs: "
+                                                      f"{expected} for this request")
+    return tags
+
+
+PAY_TAG = "acs:pai:dlc:payType"
+
+
 def _resource_type(quota_id: str | None, specs: list[dict]) -> str:
     """Lingjun or ECS: the quota's type, else the first known instance type's, else ECS."""
     if quota_id:
@@ -238,7 +337,9 @@ FIELD_NAMES = {
     "max_running_time_minutes": "JobMaxRunningTimeMinutes",
     "termination_grace_s": "Settings.TerminationGracePeriodSeconds",
     "ft_enabled": "Settings.EnableErrorMonitoringInAIMaster", "ft_other_config": "Settings.ErrorMonitoringArgs",
-    "status": "Status",
+    "status": "Status", "description": "Description", "accessibility": "Accessibility",
+    "custom_envs": "CustomEnvs", "tags": "Settings.Tags", "elastic_spec": "ElasticSpec",
+    "elastic_spec.EnableElasticTraining": "ElasticSpec.EnableElasticTraining",
 }
 ROLE_FIELD_NAMES = {
     "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image",
@@ -386,8 +487,14 @@ def _settings(job: Job) -> dict:
         "EnableErrorMonitoringInAIMaster": job.ft_enabled,
         "ErrorMonitoringArgs": aimaster.error_monitoring_args(job) if job.ft_enabled else job.ft_other_config or None,
         "TerminationGracePeriodSeconds": job.termination_grace_s,
-        "Tags": {"acs:pai:dlc:payType": job.payment_type},
+        "Tags": {**job.tags, PAY_TAG: job.payment_type},
     }
+
+
+def custom_envs_out(job: Job) -> list[dict]:
+    """CustomEnvs as GetJob shows them: a value that is not visible is left out."""
+    return [{"Key": e["Key"], "Visible": "true" if e["Visible"] else "false",
+             **({"Value": e["Value"]} if e["Visible"] else {})} for e in job.custom_envs or []]
 
 
 def _user_vpc_out(job: Job) -> dict | None:
@@ -437,6 +544,9 @@ def _core(job: Job) -> dict:
         "TenantId": str(job.workspace.tenant_id),
         "UserCommand": job.user_command,
         "Envs": job.envs,
+        "CustomEnvs": custom_envs_out(job),
+        "Description": job.description,
+        "ElasticSpec": job.elastic_spec or None,
         "Duration": _duration(job),
         "RestartTimes": str(job.restart_count),
         "GmtCreateTime": params.fmt_time(job.created_at),
@@ -447,7 +557,7 @@ def _core(job: Job) -> dict:
         "Settings": _settings(job),
         "UserVpc": _user_vpc_out(job),
         "UseOversoldResource": job.use_oversold_resource,
-        "Accessibility": "PRIVATE",
+        "Accessibility": job.accessibility,
         "ThirdpartyLibs": [],
         **sources_out(job),
     }

@@ -8,10 +8,12 @@ job that does not exist, so ids of other teams' jobs cannot be probed.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from api import job_shapes as shapes
@@ -22,7 +24,7 @@ from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
 from jobs import services
 from jobs.logs import read_logs
-from jobs.models import Job, Pod
+from jobs.models import Accessibility, Job, Pod
 
 LIST_WINDOW = timedelta(days=7)  # ListJobs without StartTime/EndTime: jobs created in the last 7 days
 MAX_EVENTS = 2000
@@ -75,7 +77,7 @@ class JobsView(SdkView):
     @sdk_action("ListJobs", "Jobs of the caller's workspaces; without StartTime/EndTime the last 7 days", query=(
         *PAGING, "Status", "DisplayName", "DisplayNameSearchMode", "ResourceId", "ResourceIds", "WorkspaceId",
         "OversoldInfo", "PaymentType", "JobId", "JobIds", "JobType", "Username", "ResourceQuotaName", "ShowOwn",
-        "UserIdForFilter", "StartTime", "EndTime", "TimeRangeField"))
+        "UserIdForFilter", "StartTime", "EndTime", "TimeRangeField", "Tags", "Accessibility"))
     def get(self, request):
         q = request.query_params
         jobs = _filtered_jobs(request.user, q)
@@ -114,6 +116,23 @@ def _filtered_jobs(user, q):
         jobs = jobs.filter(user=user)
     if (owner := params.text(q, "UserIdForFilter")) is not None:
         jobs = jobs.filter(user_id=int(owner)) if owner.isdigit() else jobs.none()
+    if accessibility := params.choice(q, "Accessibility", Accessibility.values):
+        jobs = jobs.filter(accessibility=accessibility)
+    return _tagged(jobs, q)
+
+
+def _tagged(jobs, q):
+    """ListJobs' Tags, which the SDK sends as a JSON object: jobs that carry every one of its tags."""
+    if not (raw := params.text(q, "Tags")):
+        return jobs
+    try:
+        tags = json.loads(raw)
+    except ValueError:
+        tags = None
+    if not isinstance(tags, dict):
+        raise invalid("Tags", f'must be a JSON object of tag keys to values, such as {{"team": "nlp"}}, got {raw!r}')
+    for i, (key, value) in enumerate(tags.items()):
+        jobs = jobs.alias(**{f"_tag{i}": KeyTextTransform(str(key), "tags")}).filter(**{f"_tag{i}": str(value)})
     return jobs
 
 

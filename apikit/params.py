@@ -123,3 +123,32 @@ def memory_mib(name: str, value: Any) -> int:
     if m is None:
         raise invalid(name, f"must be an amount such as 32Gi or 512Mi (a plain number is GiB), got {value!r}")
     return int(m[1]) * (1 if m[2] == "Mi" else 1024)
+
+
+# A request's shape as an action reads it: each key maps to the shape of its value, a list of one
+# shape for a list of objects, LEAF for a plain value, or ANY_KEYS for a map whose keys are the
+# caller's own (Envs, Tags) or that another module reads in full.
+LEAF = None
+ANY_KEYS = "any"
+
+
+def unsupported(value: Any, shape: Any, at: str = "") -> list[str]:
+    """The paths (`JobSpecs[0].ExtraPodSpec`) of the keys of `value` that ask for something the shape
+    does not read. A key that asks for nothing (empty, null or false) is let through: an SDK model
+    sends some of them on every request, and ignoring it changes nothing."""
+    if shape is LEAF or shape == ANY_KEYS:
+        return []
+    if isinstance(shape, list):
+        items = value if isinstance(value, list) else []
+        return [p for i, item in enumerate(items) for p in unsupported(item, shape[0], f"{at}[{i}]")]
+    if not isinstance(value, dict):
+        return []  # the reader of the value names a wrong type
+    out = []
+    for key, item in value.items():
+        path = f"{at}.{key}" if at else str(key)
+        if key not in shape:
+            if given(item) and item is not False:
+                out.append(path)
+        else:
+            out += unsupported(item, shape[key], path)
+    return out

@@ -104,7 +104,7 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
 # What _admit_all reads or writes of a job (history.transition, the start messages): another field
 # would be read with a query per job (tests/jobs/test_scheduling.py counts them).
 ADMIT_FIELDS = ("job_id", "status", "reason_code", "reason_message", "running_at", "finished_at", "source",
-                "use_oversold_resource", "user_command", "envs", "termination_grace_s", "max_running_time_minutes",
+                "use_oversold_resource", "user_command", "envs", "custom_envs", "termination_grace_s", "max_running_time_minutes",
                 "data_sources", "code_source")
 
 

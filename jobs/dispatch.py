@@ -147,7 +147,7 @@ def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: st
     gpus = ",".join(str(g) for g in pod.gpu_indices)
     # The platform's variables win over the job's envs of the same name.
     return {
-        **{str(k): str(v) for k, v in (job.envs or {}).items()},
+        **user_env(job),
         "RANK": str(rank), "WORLD_SIZE": str(world_size),
         "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port(job.job_id)),
         # One process per pod, and CUDA_VISIBLE_DEVICES shows it only its own GPUs: its first
@@ -160,6 +160,14 @@ def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: st
         "OPENDLC_JOB_ID": job.job_id, "OPENDLC_POD_ID": pod.pod_id,
         "OPENDLC_CKPT_DIR": checkpoint_dir(job.job_id),
     }
+
+
+def user_env(job: Job) -> dict[str, str]:
+    """The job's own variables: Envs, then CustomEnvs, which win a name given in both (a hidden
+    value must not be replaced by a visible one the user may not have meant to override it)."""
+    env = {str(k): str(v) for k, v in (job.envs or {}).items()}
+    env.update({str(e["Key"]): str(e["Value"]) for e in job.custom_envs or []})
+    return env
 
 
 def stop_pods(pods, reason: str, message: str, grace_s: int, event: str = "Stopping") -> list[Message]:

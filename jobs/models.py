@@ -35,6 +35,13 @@ class OversoldType(models.TextChoices):
     FORCE = "ForceQuotaOverSold", "Only Idle Resources"
 
 
+class Accessibility(models.TextChoices):
+    """Who sees a job: PUBLIC the whole workspace, PRIVATE its owner and the workspace's owners and admins."""
+
+    PUBLIC = "PUBLIC"
+    PRIVATE = "PRIVATE"
+
+
 class RunType(models.TextChoices):
     SYNCHRONOUS = "Synchronous"
     ASYNCHRONOUS = "Asynchronous"
@@ -69,6 +76,14 @@ class Job(models.Model):
     job_type = models.CharField(max_length=32, choices=JobType.choices, default=JobType.PYTORCH)
     user_command = models.TextField()
     envs = models.JSONField(default=dict, blank=True)
+    # PAI's CustomEnvs, [{Key, Value, Visible}]: in the pods' environment beside envs; a value with
+    # Visible false is never shown back (api.job_shapes, the console).
+    custom_envs = models.JSONField(default=list, blank=True)
+    description = models.TextField(blank=True)
+    accessibility = models.CharField(max_length=16, choices=Accessibility.choices, default=Accessibility.PUBLIC)
+    tags = models.JSONField(default=dict, blank=True, help_text="The user's tags (Settings.Tags): key -> value")
+    # PAI's ElasticSpec as given, echoed by GetJob; elastic training itself is refused until it exists.
+    elastic_spec = models.JSONField(default=dict, blank=True)
     priority = models.PositiveSmallIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(9)]
     )

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from datasets.services import JobCodeSource, JobDataSource, resolve_job_sources
@@ -25,7 +26,8 @@ from dbkit import bulk
 from jobs import aimaster, dispatch, history, lifecycle
 from jobs.cycle_requests import request_cycle
 from jobs.models import (
-    FaultTolerancePolicy, Job, JobEvent, JobSpec, JobType, OversoldType, Pod, PodResources, RunType, Source, pod_name,
+    Accessibility, FaultTolerancePolicy, Job, JobEvent, JobSpec, JobType, OversoldType, Pod, PodResources, RunType,
+    Source, pod_name,
 )
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
 from market.bids import validate_spot_bid
@@ -33,6 +35,7 @@ from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, R
 from quotas.tree import subtrees
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
+ADMIN_ROLES = (Role.OWNER, Role.ADMIN)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ROLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,31}$")
 JOB_ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -87,17 +90,37 @@ class JobRequest:
     # Registered datasets and code source the pods mount (datasets.services).
     data_sources: list[JobDataSource] = field(default_factory=list)
     code_source: JobCodeSource | None = None
+    description: str = ""
+    accessibility: str = Accessibility.PUBLIC
+    custom_envs: list[CustomEnv] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)  # the user's own; `acs:` keys are the platform's
+    elastic_spec: dict = field(default_factory=dict)  # PAI's ElasticSpec, kept as given
+
+
+@dataclass
+class CustomEnv:
+    """One of PAI's CustomEnvs: a variable whose value, when not visible, is never shown back."""
+
+    key: str
+    value: str
+    visible: bool = True
 
 
 # ---- permissions ------------------------------------------------------------------------
 
 
 def visible_jobs(user):
-    """Jobs of the workspaces the user is a member of (any role, viewers included).
+    """Jobs of the workspaces the user is a member of (any role, viewers included): the PUBLIC ones,
+    and the PRIVATE ones the user owns or whose workspace the user owns or administers.
 
-    A subquery rather than a join: lists can then sort and count on the (workspace, -created_at)
+    Subqueries rather than joins: lists can then sort and count on the (workspace, -created_at)
     index without DISTINCT, which matters for ListJobs over many jobs."""
-    return Job.objects.filter(workspace_id__in=Membership.objects.filter(user=user).values("workspace_id"))
+    memberships = Membership.objects.filter(user=user)
+    administered = memberships.filter(role__in=ADMIN_ROLES).values("workspace_id")
+    return Job.objects.filter(
+        Q(accessibility=Accessibility.PUBLIC) | Q(user=user) | Q(workspace_id__in=administered),
+        workspace_id__in=memberships.values("workspace_id"),
+    )
 
 
 def can_change(user, job: Job) -> bool:
@@ -136,6 +159,9 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
         ft_max_restarts=req.ft_max_restarts, ft_hang_detection=req.ft_hang_detection,
         ft_hang_interval_s=req.ft_hang_interval_s, ft_policy=req.ft_policy, ft_other_config=req.ft_other_config,
         ft_max_preemption_restarts=req.ft_max_preemption_restarts, submitted_at=now,
+        description=req.description.strip(), accessibility=req.accessibility, tags=dict(req.tags),
+        custom_envs=[{"Key": e.key, "Value": e.value, "Visible": e.visible} for e in req.custom_envs],
+        elastic_spec=dict(req.elastic_spec),
     )
     job.data_sources, job.code_source = resolved["data_sources"], resolved["code_source"]
     target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
@@ -293,11 +319,10 @@ class _Validation:
         req = self.req
         if not isinstance(req.envs, dict):
             self.error("envs", "must be a mapping of variable names to string values")
-        else:
-            bad = sorted(k for k, v in req.envs.items() if not isinstance(k, str) or not ENV_NAME.match(k)
-                         or not isinstance(v, str))
-            if bad:
-                self.error("envs", f"invalid entries {bad}: names are letters, digits and _, values strings")
+        elif problem := env_problem(req.envs.items()):
+            self.error("envs", problem)
+        self._custom_envs()
+        self._about()
         if not isinstance(req.user_vpc, dict):
             self.error("user_vpc", "must be a mapping with VpcId, SwitchId, SecurityGroupId")
         if req.max_running_time_minutes is not None and not _int_between(req.max_running_time_minutes, 1, 525600):
@@ -314,6 +339,32 @@ class _Validation:
         self.data_sources, self.code_source = resolve_job_sources(
             self.user, self.workspace.pk if self.workspace else None, list(req.data_sources), req.code_source,
             self.errors)
+
+    def _custom_envs(self) -> None:
+        envs = self.req.custom_envs
+        if not isinstance(envs, list) or not all(isinstance(e, CustomEnv) for e in envs):
+            return self.error("custom_envs", "must be a list of {Key, Value, Visible}")
+        if problem := env_problem((e.key, e.value) for e in envs):
+            return self.error("custom_envs", problem)
+        keys = [e.key for e in envs]
+        if twice := sorted({k for k in keys if keys.count(k) > 1}):
+            return self.error("custom_envs", f"{', '.join(twice)} given more than once; each variable once")
+        if bad := [e.key for e in envs if not isinstance(e.visible, bool)]:
+            self.error("custom_envs", f"Visible of {', '.join(bad)} must be true or false")
+
+    def _about(self) -> None:
+        """Description, Accessibility, Tags and ElasticSpec: what the job says about itself."""
+        req = self.req
+        if not isinstance(req.description, str) or len(req.description) > DESCRIPTION_MAX:
+            self.error("description", f"must be text of at most {DESCRIPTION_MAX} characters")
+        _choice(self, "accessibility", req.accessibility, Accessibility.values)
+        if problem := tags_problem(req.tags):
+            self.error("tags", problem)
+        if not isinstance(req.elastic_spec, dict):
+            self.error("elastic_spec", "must be an object")
+        elif req.elastic_spec.get("EnableElasticTraining"):
+            self.error("elastic_spec.EnableElasticTraining", "elastic training is not available yet: a job runs "
+                                                             "with the pod counts of its JobSpecs; leave it false")
 
     def _fault_tolerance(self) -> None:
         req = self.req
@@ -450,6 +501,33 @@ def quota_tree_node_shapes(quota_pk: int) -> set[tuple[int, int, int]]:
     tree = max((members for members in subtrees().values() if quota_pk in members), key=len)  # the root's
     return set(Node.objects.filter(quota_id__in=tree).values_list("spec__gpu", "spec__cpu", "spec__memory_mib")
                .order_by().distinct())
+
+
+DESCRIPTION_MAX = 1024
+TAGS_MAX, TAG_KEY_MAX, TAG_VALUE_MAX = 20, 128, 256
+PLATFORM_TAG_PREFIX = "acs:"  # the platform's own tags (acs:pai:dlc:payType), never the user's
+
+
+def env_problem(items) -> str | None:
+    """What is wrong with (name, value) pairs of environment variables, or None: the one check of
+    Envs, CustomEnvs and the console's variables."""
+    bad = sorted(str(k) for k, v in items if not isinstance(k, str) or not ENV_NAME.match(k) or not isinstance(v, str))
+    return f"invalid entries {bad}: names are letters, digits and _, values strings" if bad else None
+
+
+def tags_problem(tags) -> str | None:
+    if not isinstance(tags, dict):
+        return "must be an object of tag keys to values"
+    if len(tags) > TAGS_MAX:
+        return f"has {len(tags)} tags; at most {TAGS_MAX}"
+    for key, value in tags.items():
+        if not isinstance(key, str) or not key.strip() or len(key) > TAG_KEY_MAX:
+            return f"key {key!r} must be 1 to {TAG_KEY_MAX} characters"
+        if key.startswith(PLATFORM_TAG_PREFIX):
+            return f"key {key!r}: keys starting with {PLATFORM_TAG_PREFIX!r} are the platform's own"
+        if not isinstance(value, str) or len(value) > TAG_VALUE_MAX:
+            return f"value of {key!r} must be text of at most {TAG_VALUE_MAX} characters"
+    return None
 
 
 def _choice(check: _Validation, name: str, value: Any, allowed) -> None:

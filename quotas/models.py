@@ -95,6 +95,7 @@ class Quota(models.Model):
     quota_id = models.CharField(max_length=64, unique=True)
     name = models.CharField(max_length=64, unique=True)
     description = models.CharField(max_length=256, blank=True)
+    labels = models.JSONField(default=list, blank=True, help_text="PAI's Labels: [{Key, Value}]")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="quotas")
     resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.ECS)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")

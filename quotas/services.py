@@ -138,6 +138,7 @@ class QuotaRequest:
     workspace_ids: tuple[int, ...] = ()
     node_ids: tuple[int, ...] = ()
     node_counts: tuple[tuple[Any, Any], ...] = ()
+    labels: Any = ()  # PAI's Labels: [{Key, Value}]
 
 
 @transaction.atomic
@@ -146,7 +147,7 @@ def create_quota(user, request: QuotaRequest) -> Quota:
     quota = Quota(quota_id=new_quota_id(), parent=parent, tenant=parent.tenant if parent else _home_tenant(user),
                   resource_type=parent.resource_type if parent else ResourceType.ECS)
     fields = {k: getattr(request, k) for k in ("name", "description", "queue_strategy", "allow_priority_preemption",
-                                                "min_runtime_before_preemption_s")}
+                                                "min_runtime_before_preemption_s", "labels")}
     if request.resource_type is not None:
         fields["resource_type"] = request.resource_type
     _apply(quota, fields)
@@ -160,7 +161,7 @@ def create_quota(user, request: QuotaRequest) -> Quota:
 
 
 UPDATABLE = {"name", "description", "parent_id", "resource_type", "queue_strategy", "allow_priority_preemption",
-             "min_runtime_before_preemption_s", "workspace_ids", "node_ids"}
+             "min_runtime_before_preemption_s", "workspace_ids", "node_ids", "labels"}
 
 
 @transaction.atomic
@@ -239,7 +240,7 @@ def _apply(quota: Quota, fields: dict) -> None:
         if problem:
             errors[name] = problem
         else:
-            setattr(quota, name, value.strip() if name == "name" else value)
+            setattr(quota, name, value.strip() if name == "name" else _labels(value) if name == "labels" else value)
     if quota.parent_id and quota.resource_type != quota.parent.resource_type and "resource_type" not in errors:
         errors["resource_type"] = (f"must match the parent quota's {quota.parent.resource_type}, "
                                    f"got {quota.resource_type!r}")
@@ -265,6 +266,38 @@ def _check_resource_type(quota: Quota, value) -> str | None:
     return None
 
 
+LABELS_MAX, LABEL_KEY_MAX, LABEL_VALUE_MAX = 20, 128, 256
+
+
+def _check_labels(quota: Quota, value) -> str | None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(label, dict) for label in value):
+        return "must be a list of {Key, Value}"
+    if len(value) > LABELS_MAX:
+        return f"has {len(value)} labels; at most {LABELS_MAX}"
+    keys = [label.get("Key") for label in value]
+    for i, label in enumerate(value):
+        key, text = label.get("Key"), label.get("Value", "")
+        if not isinstance(key, str) or not key.strip() or len(key) > LABEL_KEY_MAX:
+            return f"[{i}].Key must be 1 to {LABEL_KEY_MAX} characters, got {key!r}"
+        if keys.count(key) > 1:
+            return f"[{i}].Key {key!r} is given more than once; each key once"
+        if not isinstance(text, str) or len(text) > LABEL_VALUE_MAX:
+            return f"[{i}].Value must be text of at most {LABEL_VALUE_MAX} characters, got {text!r}"
+        if set(label) - {"Key", "Value"}:
+            return f"[{i}] has keys {sorted(set(label) - {'Key', 'Value'})}; a label is {{Key, Value}}"
+    return None
+
+
+def _labels(value) -> list[dict]:
+    return [{"Key": label["Key"].strip(), "Value": label.get("Value") or ""} for label in value]
+
+
+def has_labels(quota: Quota, wanted: list[tuple[str, str | None]]) -> bool:
+    """Whether the quota carries every (key, value) label; a value of None asks only for the key."""
+    labels = {label["Key"]: label["Value"] for label in quota.labels or []}
+    return all(key in labels and value in (None, labels[key]) for key, value in wanted)
+
+
 def _check_choice(allowed):
     def check(quota: Quota, value) -> str | None:
         return None if value in allowed else f"must be one of {', '.join(allowed)}, got {value!r}"
@@ -277,6 +310,7 @@ CHECKS = {
     else f"must be a string of at most {DESCRIPTION_MAX} characters",
     "resource_type": _check_resource_type,
     "queue_strategy": _check_choice(QueueStrategy.values),
+    "labels": _check_labels,
     "allow_priority_preemption": lambda quota, value: None if isinstance(value, bool)
     else f"must be true or false, got {value!r}",
     "min_runtime_before_preemption_s": lambda quota, value: None

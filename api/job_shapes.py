@@ -492,9 +492,8 @@ def _settings(job: Job) -> dict:
 
 
 def custom_envs_out(job: Job) -> list[dict]:
-    """CustomEnvs as GetJob shows them: a value that is not visible is left out."""
-    return [{"Key": e["Key"], "Visible": "true" if e["Visible"] else "false",
-             **({"Value": e["Value"]} if e["Visible"] else {})} for e in job.custom_envs or []]
+    """CustomEnvs as GetJob shows them (the SDK types Visible as text)."""
+    return [{**e, "Visible": "true" if e["Visible"] else "false"} for e in job.shown_custom_envs]
 
 
 def _user_vpc_out(job: Job) -> dict | None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from api import job_shapes as shapes
@@ -132,7 +132,7 @@ def _tagged(jobs, q):
     if not isinstance(tags, dict):
         raise invalid("Tags", f'must be a JSON object of tag keys to values, such as {{"team": "nlp"}}, got {raw!r}')
     for i, (key, value) in enumerate(tags.items()):
-        jobs = jobs.alias(**{f"_tag{i}": KeyTextTransform(str(key), "tags")}).filter(**{f"_tag{i}": str(value)})
+        jobs = jobs.alias(**{f"_tag{i}": KeyTransform(str(key), "tags")}).filter(**{f"_tag{i}": str(value)})
     return jobs
 
 

@@ -12,7 +12,7 @@ from django.forms import formset_factory
 
 from datasets.models import CodeSource, Dataset
 from datasets.services import visible_code_sources, visible_datasets
-from jobs.models import FaultTolerancePolicy, JobType, OversoldType, RunType, Source
+from jobs.models import Accessibility, FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from jobs.services import POD_RESOURCE_LIMITS
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
 from quotas.services import assignable_nodes, parent_choices, workspace_choices
@@ -24,6 +24,7 @@ FRAMEWORKS = [
 ]
 ROLES = ["Worker", "Master", "PS", "Chief", "Evaluator"]
 ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+TAG_LINE = re.compile(r"^([^=]+)=(.*)$")
 
 
 def specs_for(resource_type: str, source: str):
@@ -51,6 +52,20 @@ class JobForm(forms.Form):
         label="Environment Variables", required=False, widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One KEY=VALUE per line.",
     )
+    hidden_envs = forms.CharField(
+        label="Hidden Environment Variables", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One KEY=VALUE per line, for secrets: the pods get them, no page or API shows their values "
+                  "again (a clone asks for them anew).",
+    )
+    description = forms.CharField(label="Description", required=False, max_length=1024,
+                                  widget=forms.Textarea(attrs={"rows": 2}))
+    accessibility = forms.ChoiceField(
+        label="Accessibility", initial=Accessibility.PUBLIC, widget=forms.RadioSelect, required=False,
+        choices=[(Accessibility.PUBLIC, "Workspace: every member sees it"),
+                 (Accessibility.PRIVATE, "Private: only me and the workspace's owners and admins")],
+    )
+    tags = forms.CharField(label="Tags", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                           help_text="One KEY=VALUE per line; ListJobs filters by them.")
     priority = forms.TypedChoiceField(
         label="Priority", choices=[(n, n) for n in range(1, 10)], coerce=int, initial=1,
         help_text="1 (lowest) to 9 (highest); orders jobs within a quota.",
@@ -131,15 +146,17 @@ class JobForm(forms.Form):
         return self.chosen_resource_type == ResourceType.LINGJUN and self.chosen_source == Source.SPOT
 
     def clean_envs(self) -> dict:
-        envs = {}
-        for number, line in enumerate(self.cleaned_data["envs"].splitlines(), start=1):
-            if not line.strip():
-                continue
-            match = ENV_LINE.match(line.strip())
-            if not match:
-                raise forms.ValidationError(f"Line {number}: expected KEY=VALUE, got {line.strip()!r}.")
-            envs[match[1]] = match[2]
+        return _pairs(self.cleaned_data["envs"], ENV_LINE)
+
+    def clean_hidden_envs(self) -> dict:
+        envs = _pairs(self.cleaned_data["hidden_envs"], ENV_LINE)
+        if empty := [k for k, v in envs.items() if not v]:
+            # A clone offers hidden variables by name only: an empty value is one not entered again.
+            raise forms.ValidationError(f"{', '.join(empty)}: enter the value (hidden values are not shown again).")
         return envs
+
+    def clean_tags(self) -> dict:
+        return {k.strip(): v.strip() for k, v in _pairs(self.cleaned_data["tags"], TAG_LINE).items()}
 
     def clean(self):
         data = super().clean()
@@ -149,6 +166,19 @@ class JobForm(forms.Form):
             data["quota"] = None
         data["oversold_type"] = data.get("oversold_type") or OversoldType.FORBIDDEN
         return data
+
+
+def _pairs(text: str, line_format) -> dict:
+    """KEY=VALUE lines as a dict; blank lines are skipped."""
+    pairs = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        match = line_format.match(line.strip())
+        if not match:
+            raise forms.ValidationError(f"Line {number}: expected KEY=VALUE, got {line.strip()!r}.")
+        pairs[match[1]] = match[2]
+    return pairs
 
 
 def _choice(form, name, allowed):

@@ -22,6 +22,7 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["status", "source", "oversold_type", "resource_type"]
     search_fields = ["job_id", "display_name"]
     inlines = [JobSpecInline, PodInline]
+    exclude = ["custom_envs"]  # a CustomEnv's value that is not Visible is shown nowhere, here neither
 
 
 @admin.register(Pod)

@@ -162,6 +162,12 @@ class Job(models.Model):
         return f"{reason} (queue position {self.queue_position})" if self.queue_position else reason
 
     @property
+    def shown_custom_envs(self) -> list[dict]:
+        """CustomEnvs as every page and answer may show them: a value that is not Visible is left out."""
+        return [{"Key": e["Key"], "Visible": e["Visible"], **({"Value": e["Value"]} if e["Visible"] else {})}
+                for e in self.custom_envs or []]
+
+    @property
     def payment_type(self) -> str:
         """The billing tag `acs:pai:dlc:payType`: spot, postpaid (public pool) or prepaid (quota)."""
         return {Source.SPOT: "spot", Source.PUBLIC: "postpaid"}.get(self.source, "prepaid")

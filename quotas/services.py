@@ -279,7 +279,7 @@ def _check_labels(quota: Quota, value) -> str | None:
         key, text = label.get("Key"), label.get("Value", "")
         if not isinstance(key, str) or not key.strip() or len(key) > LABEL_KEY_MAX:
             return f"[{i}].Key must be 1 to {LABEL_KEY_MAX} characters, got {key!r}"
-        if keys.count(key) > 1:
+        if key in keys[:i]:
             return f"[{i}].Key {key!r} is given more than once; each key once"
         if not isinstance(text, str) or len(text) > LABEL_VALUE_MAX:
             return f"[{i}].Value must be text of at most {LABEL_VALUE_MAX} characters, got {text!r}"

@@ -17,8 +17,8 @@ from console.pages.base import current_workspace, job_queryset, page
 from console.pages.market_data import market_rows
 from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
-from jobs.models import Source
-from jobs.services import JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
+from jobs.models import Accessibility, Source
+from jobs.services import CustomEnv, JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
 
 PREFIX = "roles"
 REFRESH_ACTIONS = {"refresh", "add_role"}
@@ -84,7 +84,7 @@ def clone_initial(job):
     initial = {
         "display_name": f"{job.display_name}-copy", "job_type": job.job_type,
         "image": specs[0].image if specs else "", "user_command": job.user_command,
-        "envs": "\n".join(f"{k}={v}" for k, v in (job.envs or {}).items()),
+        **_clone_about(job),
         "priority": job.priority, "max_running_time_minutes": job.max_running_time_minutes,
         "resource_type": job.resource_type, "source": job.source,
         "quota": job.quota.quota_id if job.quota else None, "oversold_type": job.oversold_type,
@@ -108,6 +108,19 @@ def fault_tolerance_initial(job) -> dict:
     return {"ft_run_type": config.run_type, "ft_max_restarts": config.max_restarts,
             "ft_hang_detection": config.hang_detection, "ft_hang_interval_minutes": max(1, config.hang_interval_s // 60),
             "ft_policy": config.policy, "ft_other_config": others}
+
+
+def _clone_about(job) -> dict:
+    """The copy's description, accessibility, tags and CustomEnvs: a visible one joins the variables,
+    a hidden one is offered by name only, its value to be entered again."""
+    shown = job.shown_custom_envs
+    visible = [f"{e['Key']}={e['Value']}" for e in shown if e["Visible"]]
+    return {
+        "description": job.description, "accessibility": job.accessibility,
+        "tags": "\n".join(f"{k}={v}" for k, v in (job.tags or {}).items()),
+        "envs": "\n".join([*(f"{k}={v}" for k, v in (job.envs or {}).items()), *visible]),
+        "hidden_envs": "\n".join(f"{e['Key']}=" for e in shown if not e["Visible"]),
+    }
 
 
 def role_initial(spec) -> dict:
@@ -143,6 +156,8 @@ def to_request(form, roles, workspace) -> JobRequest:
         ft_enabled=data["ft_enabled"], ft_run_type=data["ft_run_type"], ft_max_restarts=data["ft_max_restarts"],
         ft_hang_detection=data["ft_hang_detection"], ft_hang_interval_s=data["ft_hang_interval_minutes"] * 60,
         ft_policy=data["ft_policy"], ft_other_config=data["ft_other_config"],
+        description=data["description"], accessibility=data["accessibility"] or Accessibility.PUBLIC, tags=data["tags"],
+        custom_envs=[CustomEnv(key=k, value=v, visible=False) for k, v in data["hidden_envs"].items()],
         roles=[role_request(r.cleaned_data, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)],
         data_sources=[JobDataSource(d.dataset_id) for d in data["datasets"]],
         code_source=JobCodeSource(data["code_source"].code_source_id) if data["code_source"] else None,
@@ -163,7 +178,7 @@ def role_request(row: dict, job: dict) -> RoleRequest:
 VPC_FIELDS = {"VpcId": "vpc_id", "SwitchId": "switch_id", "SecurityGroupId": "security_group_id"}
 # create_job's field names -> the form's.
 JOB_FIELDS = {
-    "quota_id": "quota", "ft_hang_interval_s": "ft_hang_interval_minutes",
+    "quota_id": "quota", "ft_hang_interval_s": "ft_hang_interval_minutes", "custom_envs": "hidden_envs",
     **{f"user_vpc.{k}": f for k, f in VPC_FIELDS.items()},
 }
 ROLE_FIELDS = {

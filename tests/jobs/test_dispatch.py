@@ -114,3 +114,14 @@ def test_a_pod_already_stopping_keeps_its_first_reason_and_gets_no_second_messag
     assert (first.reason_code, first.reason_message) == (PREEMPTED, "reclaimed")
     with pytest.raises(ValueError, match="stop reason must be one of"):
         Stop(first.pod_id, "Tired", "", 30)
+
+
+def test_custom_envs_reach_the_pods_and_win_over_envs_of_the_same_name(bob, cycle, sent):
+    from jobs.services import CustomEnv
+
+    create_job(bob, make_request(envs={"EPOCHS": "3", "TOKEN": "from Envs"}, custom_envs=[
+        CustomEnv("TOKEN", "s3cret", visible=False), CustomEnv("MODE", "fast")]))
+    cycle()
+    (message,) = sent
+    env = message.payload["env"]
+    assert (env["EPOCHS"], env["TOKEN"], env["MODE"]) == ("3", "s3cret", "fast")

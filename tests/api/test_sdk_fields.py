@@ -25,6 +25,7 @@ from alibabacloud_pai_dlc20201203 import models as dlc
 from alibabacloud_paistudio20220112 import models as studio
 from alibabacloud_tea_openapi.exceptions import ClientException
 
+from jobs.models import Job
 from quotas.models import Quota
 from tests.api.sdk_fields import _filled, field_paths
 from tests.api.test_sdk_1417 import sdk1417_python  # noqa: F401 (a fixture)
@@ -84,7 +85,8 @@ CREATE_JOB = {
     "ResourceId": Honoured(QUOTA_JOB, found("ResourceQuotaName", "nlp-team")),
     "JobMaxRunningTimeMinutes": Honoured({"JobMaxRunningTimeMinutes": 30}, found("JobMaxRunningTimeMinutes", 30)),
     "Description": Honoured({"Description": "a baseline"}, found("Description", "a baseline")),
-    "Accessibility": Honoured({"Accessibility": "PRIVATE"}, found("Accessibility", "PRIVATE")),
+    "Accessibility": Honoured({"Accessibility": "PRIVATE"}, lambda got: (  # who sees it: tests/api/test_job_fields.py
+        found("Accessibility", "PRIVATE")(got), found("accessibility", "PRIVATE")(vars(Job.objects.get(job_id=got["JobId"]))))),
     "Envs": Honoured({"Envs": {"LR": "0.1"}}, found("Envs", {"LR": "0.1"})),
     "CustomEnvs": Honoured(
         {"CustomEnvs": [{"Key": "MODE", "Value": "fast", "Visible": "true"}]},

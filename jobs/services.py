@@ -124,13 +124,16 @@ def visible_jobs(user):
 
 
 def can_change(user, job: Job) -> bool:
-    """Owners, admins and members of the job's workspace may change it; viewers only read."""
-    return Membership.objects.filter(workspace_id=job.workspace_id, user=user, role__in=WRITER_ROLES).exists()
+    """PAI's rule: the owners and admins of the job's workspace may stop, delete or change any of its
+    jobs; a member only the jobs they submitted; a viewer none."""
+    role = Membership.objects.filter(workspace_id=job.workspace_id, user=user).values_list("role", flat=True).first()
+    return role in ADMIN_ROLES or (role in WRITER_ROLES and job.user_id == user.pk)
 
 
 def _require_change(user, job: Job) -> None:
     if not can_change(user, job):
-        raise PermissionDenied(f"you may not change job {job.job_id}: owner, admin or member of its workspace required")
+        raise PermissionDenied(f"you may not change job {job.job_id}: only the user who submitted it, or an owner "
+                               "or admin of its workspace, may")
 
 
 # ---- create -------------------------------------------------------------------------------

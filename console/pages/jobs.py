@@ -159,7 +159,7 @@ def job_detail(request, job_id):
 def job_stop(request, job_id):
     job = visible_job(request, job_id)
     if not can_change(request.user, job):
-        raise PermissionDenied("Only owners, admins and members of the job's workspace may stop it.")
+        raise PermissionDenied("Only the user who submitted the job, or an owner or admin of its workspace, may stop it.")
     try:
         job = stop_job(request.user, job)
     except ValidationFailed as failed:

@@ -311,10 +311,17 @@ def test_bob_cannot_read_or_stop_alices_job_in_a_workspace_he_is_not_in(alice_dl
     assert Job.objects.get(job_id=job_id).status == "Queuing"
 
 
-def test_bob_can_stop_a_job_of_his_own_workspace(alice_dlc, bob_dlc):
+def test_bob_stops_his_own_job_but_not_a_colleagues(alice_dlc, bob_dlc):
+    """PAI's rule: a member changes only the jobs they submitted; owners and admins change any."""
     job_id = create(alice_dlc)  # ml-research, where bob is a member
     assert bob_dlc.get_job(job_id, dlc.GetJobRequest()).body.display_name == "train"
-    bob_dlc.stop_job(job_id)
+    error = rejected(lambda: bob_dlc.stop_job(job_id))
+    assert (error.status_code, error.code) == (403, "NoPermission")
+    assert Job.objects.get(job_id=job_id).status != "Stopped"
+    own = create(bob_dlc)
+    bob_dlc.stop_job(own)
+    assert Job.objects.get(job_id=own).status == "Stopped"
+    alice_dlc.stop_job(job_id)  # alice owns the workspace
     assert Job.objects.get(job_id=job_id).status == "Stopped"
 
 

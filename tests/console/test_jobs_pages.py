@@ -157,6 +157,13 @@ def test_stop_asks_for_post_and_stops_a_queued_job(alice_client, alice):
     assert "Stopped by alice" in html and ">Stop</button>" not in html and "hx-trigger" not in html
 
 
+def test_a_member_may_not_stop_a_colleagues_job_in_the_console(bob_client, alice):
+    job = quota_job(alice)
+    assert ">Stop</button>" not in bob_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert bob_client.post(f"/jobs/{job.job_id}/stop/").status_code == 403
+    assert Job.objects.get(pk=job.pk).status == "Queuing"
+
+
 def test_the_stop_form_carries_a_csrf_token(alice_client, alice):
     job = quota_job(alice)
     html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from jobs.models import Job, JobSpec, Pod
 from jobs.services import (
     PodResources, RoleRequest, ValidationFailed, can_change, create_job, delete_job,
-    update_job_priority, visible_jobs,
+    stop_job, update_job_priority, visible_jobs,
 )
 from quotas.models import Membership, Role, Workspace
 from tests.jobs.conftest import CV, NLP, V100, make_request
@@ -176,6 +176,23 @@ def test_only_members_see_a_job_and_only_writers_change_it(alice, bob, charlie):
     assert list(visible_jobs(charlie)) == [job] and not can_change(charlie, job)
     with pytest.raises(PermissionDenied):
         update_job_priority(charlie, job, 9)
+
+
+def test_a_member_changes_only_their_own_jobs_and_admins_change_any(alice, bob, charlie):
+    """PAI's rule: a colleague's job is stopped or deleted only by the workspace's owners and admins."""
+    theirs = create_job(bob, make_request())
+    Membership.objects.create(workspace=theirs.workspace, user=charlie, role=Role.MEMBER)
+    mine = create_job(charlie, make_request())
+    assert can_change(charlie, mine) and not can_change(charlie, theirs) and not can_change(bob, mine)
+    with pytest.raises(PermissionDenied, match="only the user who submitted it"):
+        stop_job(charlie, theirs)
+    with pytest.raises(PermissionDenied):
+        delete_job(charlie, theirs)
+    assert Job.objects.get(pk=theirs.pk).status == "Queuing"
+    Membership.objects.filter(workspace=theirs.workspace, user=charlie).update(role=Role.ADMIN)
+    assert can_change(charlie, theirs)
+    stop_job(charlie, theirs)
+    assert Job.objects.get(pk=theirs.pk).status in ("Stopping", "Stopped")
 
 
 def test_it_changes_the_priority_of_a_waiting_job(bob):

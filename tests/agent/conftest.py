@@ -1,8 +1,14 @@
+import signal
+
 import pytest
 from django.utils import timezone
 
+from agent import procs
+from agent.outbox import Outbox
+from agent.process import MARKER, ProcessExecutor
 from jobs.models import Job, JobSpec, Pod
 from quotas.models import Node, ResourceSpec, Tenant, Workspace
+from tests.agent.helpers import Recorder
 
 
 @pytest.fixture
@@ -27,3 +33,21 @@ def make_pod(db, django_user_model):
 def spec(db):
     return ResourceSpec.objects.create(instance_type="ecs.test", cpu=8, memory_mib=32768, gpu=1,
                                        on_demand_price_per_minute=1)
+
+
+@pytest.fixture
+def recorder():
+    return Recorder()
+
+
+@pytest.fixture
+def executor(tmp_path, recorder):
+    """A real process executor whose pods are this test's own: none outlives it."""
+    outbox = Outbox(recorder, flush_s=0.02)
+    ex = ProcessExecutor("unit-node", tmp_path / "pods", outbox, ship_interval_s=0.1)
+    ex.run()
+    yield ex
+    ex.close()
+    for pgid in procs.groups_with_env(MARKER, ex.marker):
+        procs.signal_group(pgid, signal.SIGKILL)
+    outbox.close()

@@ -1,18 +1,14 @@
 """The agent samples what each running pod uses: CPU and memory from /proc over the pod's process
 group (a real process here), and its GPUs through NVML (mocked: no GPU on this machine)."""
 
-import signal
 import time
 
 import pynvml
-import pytest
 
-from agent import metrics, procs
+from agent import metrics
 from agent.metrics import GpuReader, PodSampler, Target
-from agent.outbox import Outbox
-from agent.process import MARKER, ProcessExecutor
 from agent.runtime import Agent
-from tests.agent.helpers import Recorder, wait_for
+from tests.agent.helpers import wait_for
 
 BUSY = "python3 -c 'import time\nx = bytearray(64 * 1024 * 1024)\nend = time.time() + 30\nwhile time.time() < end: pass'"
 
@@ -21,22 +17,6 @@ class NoGpus(GpuReader):
     def __init__(self):
         self.nvml = None
 
-
-@pytest.fixture
-def recorder():
-    return Recorder()
-
-
-@pytest.fixture
-def executor(tmp_path, recorder):
-    outbox = Outbox(recorder, flush_s=0.02)
-    ex = ProcessExecutor("metrics-node", tmp_path / "pods", outbox, ship_interval_s=0.1)
-    ex.run()
-    yield ex
-    ex.close()
-    for pgid in procs.groups_with_env(MARKER, ex.marker):  # nothing a test started may outlive it
-        procs.signal_group(pgid, signal.SIGKILL)
-    outbox.close()
 
 
 def start(executor, pod_id, command, gpus=""):

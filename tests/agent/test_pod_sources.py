@@ -14,22 +14,6 @@ from agent.process import MARKER, ProcessExecutor
 from tests.agent.helpers import Recorder, wait_for
 
 
-@pytest.fixture
-def recorder():
-    return Recorder()
-
-
-@pytest.fixture
-def executor(tmp_path, recorder):
-    outbox = Outbox(recorder, flush_s=0.02)
-    ex = ProcessExecutor("unit-node", tmp_path / "pods", outbox, ship_interval_s=0.1)
-    ex.run()
-    yield ex
-    ex.close()
-    for pgid in procs.groups_with_env(MARKER, ex.marker):
-        procs.signal_group(pgid, signal.SIGKILL)
-    outbox.close()
-
 
 @pytest.fixture
 def dataset(tmp_path):

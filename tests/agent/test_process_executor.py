@@ -1,32 +1,13 @@
 """The process executor runs real `bash -c` pods in their own process groups."""
 
 import os
-import signal
 import time
 
-import pytest
 
 from agent import procs
 from agent.outbox import Outbox
-from agent.process import MARKER, ProcessExecutor
-from tests.agent.helpers import Recorder, wait_for
+from tests.agent.helpers import wait_for
 
-
-@pytest.fixture
-def recorder():
-    return Recorder()
-
-
-@pytest.fixture
-def executor(tmp_path, recorder):
-    outbox = Outbox(recorder, flush_s=0.02)
-    ex = ProcessExecutor("unit-node", tmp_path / "pods", outbox, ship_interval_s=0.1)
-    ex.run()
-    yield ex
-    ex.close()
-    for pgid in procs.groups_with_env(MARKER, ex.marker):  # nothing a test started may outlive it
-        procs.signal_group(pgid, signal.SIGKILL)
-    outbox.close()
 
 
 def pod(pod_id, command, **extra):

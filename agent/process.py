@@ -13,6 +13,8 @@ removed when the last pod that uses it ends. A source that cannot be mounted or 
 pod at once with the reason.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 import os
@@ -62,6 +64,8 @@ class PodProcess:
     group_gone: threading.Event = field(default_factory=threading.Event)
     mounts: list[Mount] = field(default_factory=list)
     links: list[Mount] = field(default_factory=list)  # the mounts whose link this agent made
+    container: str = ""  # the container runtime's name for the pod; "" for a process
+    memory_mib: int = 0  # its memory limit, for the message of an out-of-memory kill
 
     @property
     def log_path(self) -> Path:
@@ -69,10 +73,20 @@ class PodProcess:
 
     def state(self) -> dict:
         return {"job_id": self.job_id, "pgid": self.pgid, "workdir": str(self.workdir), "env": self.env,
-                "mounts": [m.as_dict() for m in self.mounts], "links": [m.as_dict() for m in self.links]}
+                "mounts": [m.as_dict() for m in self.mounts], "links": [m.as_dict() for m in self.links],
+                "container": self.container, "memory_mib": self.memory_mib}
+
+    @classmethod
+    def from_state(cls, pod_id: str, st: dict) -> PodProcess:
+        return cls(pod_id, st["job_id"], st["pgid"], Path(st["workdir"]), st.get("env", {}),
+                   mounts=[Mount(**m) for m in st.get("mounts", [])], links=[Mount(**m) for m in st.get("links", [])],
+                   container=st.get("container", ""), memory_mib=st.get("memory_mib", 0))
 
 
 class ProcessExecutor:
+    """Pods as process groups on the host. The container executor (agent/container.py) is this
+    life with another way to prepare, start, stop and judge a pod: the hooks below marked "runtime"."""
+
     kind = "process"
 
     def __init__(self, node: str, pod_root: Path, outbox: Outbox, *, ship_interval_s: float = 1.0):
@@ -113,7 +127,7 @@ class ProcessExecutor:
                 self._release(links)
                 return
             try:
-                pod = self._spawn(spec)
+                pod = self._spawn(spec, mounts)
             except OSError as exc:
                 self._ended.append(pod_id)
                 self._release(links)
@@ -122,7 +136,7 @@ class ProcessExecutor:
             pod.mounts, pod.links = mounts, links
             self.pods[pod_id] = pod
             self._save_state()
-        self.outbox.report(pod_id, "Running")
+        self.outbox.report(pod_id, "Running", message=self._running_note(spec))
         threading.Thread(target=self._watch, args=(pod,), name=f"pod-{pod_id}", daemon=True).start()
         if spec.get("max_running_time_s"):
             timer = threading.Timer(
@@ -153,8 +167,13 @@ class ProcessExecutor:
 
     # -- data and code sources ------------------------------------------------------------------
 
+    def _running_note(self, spec: dict) -> str:
+        """Runtime: what the pod's Running report adds to its "Started" event."""
+        # This runtime runs the command on the host: say so, since the job named an image it did not get.
+        return "image not used: process runtime" if spec.get("image") else ""
+
     def _prepare(self, spec: dict) -> tuple[list[Mount], list[Mount]]:
-        """The pod's mounts (code cloned), each linked at its mount path; (mounts, links made).
+        """Runtime: the pod's mounts (code cloned), each linked at its mount path; (mounts, links made).
         On failure the links made so far are removed again."""
         mounts = pod_mounts(spec, self.pod_root / str(spec["job_id"]), mounts_file=self.mounts_file)
         with self._lock:
@@ -189,7 +208,8 @@ class ProcessExecutor:
 
     # -- running a pod ------------------------------------------------------------------------
 
-    def _spawn(self, spec: dict) -> PodProcess:
+    def _spawn(self, spec: dict, mounts: list[Mount]) -> PodProcess:
+        """Runtime: start the pod's command, its mounts in place; OSError when it cannot."""
         workdir = self.pod_root / str(spec["job_id"]) / spec["pod_id"]
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / EXIT_CODE_FILE).unlink(missing_ok=True)
@@ -212,11 +232,13 @@ class ProcessExecutor:
         return env
 
     def _terminate(self, pod: PodProcess, grace_s: float) -> None:
+        """Runtime: SIGTERM, the grace period, SIGKILL; then mark the pod's processes gone."""
         how = procs.terminate_group(pod.pgid, grace_s)
         log.info("pod %s process group %s %s", pod.pod_id, pod.pgid, how)
         pod.group_gone.set()
 
     def _watch(self, pod: PodProcess) -> None:
+        """Runtime: wait for the pod to end, then finish it."""
         if pod.proc is not None:
             pod.proc.wait()
         else:
@@ -233,8 +255,9 @@ class ProcessExecutor:
         self._finish(pod)
 
     def _finish(self, pod: PodProcess) -> None:
-        code = self._exit_code(pod)
+        code, failure = self._outcome(pod)
         self.shipper.ship(pod, final=True)
+        self._cleanup(pod)
         with self._lock:
             self.pods.pop(pod.pod_id, None)
             self._ended.append(pod.pod_id)
@@ -243,12 +266,23 @@ class ProcessExecutor:
         if pod.stop_reason:
             self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason=pod.stop_reason,
                                message=f"stopped ({pod.stop_reason}); exit code {code}", urgent=True)
+        elif failure is not None:
+            self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason=failure[0], message=failure[1])
         elif code == 0:
             self.outbox.report(pod.pod_id, "Succeeded", exit_code=0)
         else:
             self.outbox.report(pod.pod_id, "Failed", exit_code=code, reason="Error",
                                message=f"the command exited with code {code}")
         log.info("pod %s ended: exit code %s %s", pod.pod_id, code, pod.stop_reason)
+
+    def _outcome(self, pod: PodProcess) -> tuple[int | None, tuple[str, str] | None]:
+        """Runtime: the exit code of an ended pod, and (reason, message) when it failed for another
+        cause than its command's exit code (it never started, or the kernel killed it for memory)."""
+        # A process pod has no memory limit of its own: the host's OOM killer is not the pod's doing.
+        return self._exit_code(pod), None
+
+    def _cleanup(self, pod: PodProcess) -> None:
+        """Runtime: what an ended pod leaves behind, once its last log is shipped."""
 
     @staticmethod
     def _exit_code(pod: PodProcess) -> int | None:
@@ -286,9 +320,7 @@ class ProcessExecutor:
         """At start: adopt our pods still alive, report those that ended, kill orphaned groups."""
         adopted = []
         for pod_id, st in self._load_state().items():
-            pod = PodProcess(pod_id, st["job_id"], st["pgid"], Path(st["workdir"]), st.get("env", {}),
-                             mounts=[Mount(**m) for m in st.get("mounts", [])],
-                             links=[Mount(**m) for m in st.get("links", [])])
+            pod = PodProcess.from_state(pod_id, st)
             if procs.group_alive(pod.pgid):
                 adopted.append(pod)
             else:

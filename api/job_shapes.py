@@ -13,6 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agent import images
 from apikit import params
 from apikit.errors import invalid, invalid_fields
 from datasets.services import JobCodeSource, JobDataSource
@@ -48,6 +49,7 @@ CREATE_JOB_SHAPE = {
         **dict.fromkeys(("Type", "PodCount", "EcsSpec", "Image", "UserCommand", "OversoldType", "UseSpotInstance"),
                         LEAF),
         "SpotSpec": dict.fromkeys(("SpotStrategy", "SpotDiscountLimit", "SpotPriceLimit"), LEAF),
+        "ImageConfig": dict.fromkeys(images.CONFIG_KEYS, LEAF),
         "ResourceConfig": dict.fromkeys(("GPU", "CPU", "Memory", "GPUType", "SharedMemory"), LEAF),
     }],
 }
@@ -156,6 +158,7 @@ def _role(i: int, spec: dict) -> RoleRequest:
         # GetJob returns both for a role of an instance type: sent back, its EcsSpec wins, as before.
         resources=None if spec.get("EcsSpec") else _resource_config(i, spec.get("ResourceConfig")),
         image=spec.get("Image") or "",
+        image_config=spec["ImageConfig"] if params.given(spec.get("ImageConfig")) else {},
         command=spec.get("UserCommand") or "",
         spot_strategy=spot.get("SpotStrategy") or "",
         spot_discount_limit=_number(spot.get("SpotDiscountLimit")),
@@ -342,7 +345,7 @@ FIELD_NAMES = {
     "elastic_spec.EnableElasticTraining": "ElasticSpec.EnableElasticTraining",
 }
 ROLE_FIELD_NAMES = {
-    "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image",
+    "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image", "image_config": "ImageConfig",
     "command": "UserCommand", "spot_strategy": "SpotSpec.SpotStrategy",
     "spot_discount_limit": "SpotSpec.SpotDiscountLimit", "spot_price_limit": "SpotSpec.SpotPriceLimit",
     "spot_duration_hours": "SpotSpec", "resource_config": "ResourceConfig", "resource_config.gpu": "ResourceConfig.GPU",
@@ -383,6 +386,9 @@ def job_spec(spec: JobSpec, job: Job) -> dict:
         "OversoldType": job.oversold_type if job.source == Source.QUOTA else None,
         "UserCommand": spec.command or None,
     }
+    if spec.image_config:  # the registry and the user, never the password
+        out["ImageConfig"] = {k: spec.image_config[k] for k in ("DockerRegistry", "Username")
+                              if spec.image_config.get(k)}
     if spec.spot_strategy:
         out["SpotSpec"] = {"SpotStrategy": spec.spot_strategy}
         if spec.spot_discount_limit is not None:

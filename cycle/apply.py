@@ -80,8 +80,8 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
             if pod is None:
                 raise RuntimeError(f"pod {pl.role} {pl.index} of {a.job_id} was not read waiting to be bound")
             binds.append((node, list(pl.gpu_indices), a.kind, now, pod.pk))
-            pods.append(dispatch.BoundPod(pod.pod_id, pl.role, pl.index, pod.incarnation, list(pl.gpu_indices), pl.node,
-                                          hostname, executor))
+            pods.append(dispatch.BoundPod(pod.pod_id, pl.role, pl.index, pod.incarnation, list(pl.gpu_indices),
+                                          pod.cpu_m, pod.mem_mib, pod.gpu, pl.node, hostname, executor))
         starts.append((jobs[a.job_id], pods, roles))
     bound = bulk.update_many(Pod, ("node", "gpu_indices", "kind", "bound_at"), ("id",), binds,
                               extra_where='"current" AND "node_id" IS NULL')

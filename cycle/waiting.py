@@ -56,6 +56,7 @@ from django.db.models.functions import Cast
 
 import scheduler
 from dbkit import bulk
+from jobs.dispatch import RoleRun
 from jobs.models import Job, JobSpec, Pod, Source
 from jobs.states import WAITING, PodStatus
 from scheduler.decisions import DEEP_IN_QUEUE, QUEUING
@@ -86,6 +87,9 @@ class WaitingPod(NamedTuple):
     pk: int
     pod_id: str
     incarnation: int
+    cpu_m: int
+    mem_mib: int
+    gpu: int
 
 
 @dataclass(eq=False)
@@ -94,7 +98,7 @@ class _Entry:
     version: tuple[str, str]  # (job id, modified_at as text): a reused pk cannot match
     job: scheduler.PendingJob | None  # None: no pod waits to be placed
     pods: dict[tuple[str, int], WaitingPod] = field(default_factory=dict)  # by (role, index)
-    roles: tuple[tuple[str, str], ...] = ()  # (role, command) in the job's order of roles
+    roles: tuple[RoleRun, ...] = ()  # in the job's order of roles
     stored: _Stored | None = None
     # The job's quota queue and its order in it (scheduler.plan.queue_of, job_order), once per
     # version: _Queues keeps every queue in this order. queue is None for a job that is not planned
@@ -399,12 +403,12 @@ def _read_details(pks: list[int]) -> list[_Entry]:
         "pk", "job_id", "modified", "requeued_at", "submitted_at", "created_at", "quota__name", "workspace_id",
         "oversold_type", "priority", "source", named=True)
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
-    roles: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for job, role, itype, limit, discount, on_demand, command in JobSpec.objects.filter(job_id__in=pks).order_by(
+    roles: dict[int, list[RoleRun]] = defaultdict(list)
+    for job, role, itype, limit, discount, on_demand, *run in JobSpec.objects.filter(job_id__in=pks).order_by(
             "pk").values_list("job_id", "role", "spec__instance_type", "spot_price_limit", "spot_discount_limit",
-                              "spec__on_demand_price_per_minute", "command"):
+                              "spec__on_demand_price_per_minute", "command", "image", "image_config"):
         specs[job][role] = (itype, JobSpec.bid(limit, discount, on_demand))
-        roles[job].append((role, command))
+        roles[job].append(RoleRun(role, *run))
     pods: dict[int, list[scheduler.PodRequest]] = defaultdict(list)
     unplaced: dict[int, dict[tuple[str, int], WaitingPod]] = defaultdict(dict)
     for pk, job, role, index, gpu, cpu_m, mem_mib, pod_id, incarnation in Pod.objects.filter(
@@ -413,7 +417,7 @@ def _read_details(pks: list[int]) -> list[_Entry]:
                                             "incarnation"):
         itype = specs[job][role][0] if role in specs[job] else None
         pods[job].append(scheduler.PodRequest(role, index, scheduler.Resources(gpu, cpu_m, mem_mib), itype))
-        unplaced[job][role, index] = WaitingPod(pk, pod_id, incarnation)
+        unplaced[job][role, index] = WaitingPod(pk, pod_id, incarnation, cpu_m, mem_mib, gpu)
     return [_Entry(row.pk, (row.job_id, row.modified),
                    _pending_job(row, specs[row.pk], pods[row.pk]) if pods[row.pk] else None,
                    unplaced[row.pk], tuple(roles[row.pk]))

@@ -2,7 +2,9 @@
 
 platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
   "agent.start_pods" [{pod_id, job_id, node, role, index, incarnation, command, env, grace_s,
-                      executor ('process'|'simulated'), max_running_time_s (int or None),
+                      executor ('podman'|'docker'|'process'|'simulated'), max_running_time_s (int or None),
+                      image, image_config ({DockerRegistry, Username, Password | Auth} or {}),
+                      resources {cpu_m, mem_mib, gpu},
                       data_sources [{data_source_id, uri, mount_path}],
                       code_source ({code_source_id, repo, branch, commit, mount_path} or None)}, ...]
                      A dataset's uri is file:///host/path or nfs://server/export/path
@@ -10,7 +12,7 @@ platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
                      the code source into its mount_path before the command runs.
   "agent.stop_pods"  [{pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
                       'Restart'|'NodeDrained'), grace_s}, ...]
-Queue: `agent.<node name>` for a 'process' node; `agent.simulated` for every simulated node (one
+Queue: `agent.<node name>` for a node of a real agent (containers or processes); `agent.simulated` for every simulated node (one
 simulated agent serves them all, KWOK-like). One `Message` is one pod; `send` puts consecutive
 messages of one kind for one queue into one task (at most MAX_BATCH pods), in order, so a cycle
 that starts a thousand pods sends a few tasks, not a thousand.
@@ -91,6 +93,9 @@ class BoundPod:
     index: int
     incarnation: int
     gpu_indices: list[int]
+    cpu_m: int
+    mem_mib: int
+    gpu: int
     node: str
     hostname: str
     executor: str
@@ -99,14 +104,14 @@ class BoundPod:
 def start_messages_for(jobs: list[Job]) -> list[Message]:
     """start_messages of many jobs, in three queries whatever their number."""
     by_pk = {j.pk: j for j in jobs}
-    roles: dict[int, list[tuple[str, str]]] = {pk: [] for pk in by_pk}
-    for job_id, role, command in JobSpec.objects.filter(job_id__in=by_pk).order_by("pk").values_list(
-            "job_id", "role", "command"):
-        roles[job_id].append((role, command))
+    roles: dict[int, list[RoleRun]] = {pk: [] for pk in by_pk}
+    for job_id, *fields in JobSpec.objects.filter(job_id__in=by_pk).order_by("pk").values_list(
+            "job_id", "role", "command", "image", "image_config"):
+        roles[job_id].append(RoleRun(*fields))
     pods: dict[int, list[BoundPod]] = {pk: [] for pk in by_pk}
     for job_id, *fields in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).values_list(
-            "job_id", "pod_id", "role", "index", "incarnation", "gpu_indices", "node__name", "node__hostname",
-            "node__executor"):
+            "job_id", "pod_id", "role", "index", "incarnation", "gpu_indices", "cpu_m", "mem_mib", "gpu",
+            "node__name", "node__hostname", "node__executor"):
         pods[job_id].append(BoundPod(*fields))
     messages = []
     for pk, job in by_pk.items():
@@ -114,28 +119,42 @@ def start_messages_for(jobs: list[Job]) -> list[Message]:
     return messages
 
 
-def gang_start(job: Job, pods: list[BoundPod], roles: list[tuple[str, str]]) -> list[Message]:
-    """The start messages of a job's bound current pods (all of them), given its roles in order
-    with their commands: ranks follow the roles' order, then the pods' index."""
-    order = {role: n for n, (role, _) in enumerate(roles)}
+@dataclass(frozen=True)
+class RoleRun:
+    """What a role's pods run."""
+
+    role: str
+    command: str  # "": the job's command
+    image: str
+    image_config: dict
+
+
+NO_ROLE = RoleRun("", "", "", {})
+
+
+def gang_start(job: Job, pods: list[BoundPod], roles: list[RoleRun]) -> list[Message]:
+    """The start messages of a job's bound current pods (all of them), given its roles in order:
+    ranks follow the roles' order, then the pods' index."""
+    order = {r.role: n for n, r in enumerate(roles)}
     pods = sorted(pods, key=lambda p: (order.get(p.role, len(order)), p.index))
     if not pods:
         return []
-    commands = dict(roles)
+    by_role = {r.role: r for r in roles}
     master = pods[0].hostname or "127.0.0.1"
     return [
-        Message(START_POD, start_payload(job, pod, rank, len(pods), master, commands.get(pod.role) or ""),
+        Message(START_POD, start_payload(job, pod, rank, len(pods), master, by_role.get(pod.role, NO_ROLE)),
                 _queue(pod.executor, pod.node))
         for rank, pod in enumerate(pods)
     ]
 
 
-def start_payload(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str, role_command: str
-                  ) -> dict:
+def start_payload(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str, role: RoleRun) -> dict:
     return {
         "pod_id": pod.pod_id, "job_id": job.job_id, "node": pod.node, "role": pod.role,
         "index": pod.index, "incarnation": pod.incarnation,
-        "command": role_command or job.user_command,
+        "command": role.command or job.user_command,
+        "image": role.image, "image_config": role.image_config or {},
+        "resources": {"cpu_m": pod.cpu_m, "mem_mib": pod.mem_mib, "gpu": pod.gpu},
         "env": pod_env(job, pod, rank, world_size, master_addr),
         "grace_s": job.termination_grace_s, "executor": pod.executor,
         "max_running_time_s": job.max_running_time_minutes * 60 if job.max_running_time_minutes else None,

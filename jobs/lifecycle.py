@@ -348,7 +348,9 @@ def _finished_fields(pod: Pod, report: Report) -> dict:
 
 
 def _started_event(pod: Pod, report: Report) -> PodEvent:
-    return PodEvent(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}")
+    # The agent says how it runs the pod ("podman container of IMAGE", "image not used: process runtime").
+    how = f"; {report.message}" if report.message else ""
+    return PodEvent(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}{how}")
 
 
 def _finished_event(pod: Pod, report: Report) -> PodEvent:

@@ -189,6 +189,9 @@ class JobSpec(models.Model):
     memory_mib = models.PositiveIntegerField(null=True, blank=True)
     gpu = models.PositiveIntegerField(null=True, blank=True)
     image = models.CharField(max_length=512)
+    # PAI's ImageConfig {DockerRegistry, Username, Password | Auth}: the agent pulls the image with
+    # it; GetJob shows the registry and user, never the password.
+    image_config = models.JSONField(default=dict, blank=True)
     command = models.TextField(blank=True, help_text="Empty: the job's command.")
     spot_strategy = models.CharField(max_length=32, blank=True)
     spot_discount_limit = models.DecimalField(max_digits=3, decimal_places=2, null=True, blank=True)

@@ -51,12 +51,17 @@ def _refresh(nodes, at: datetime, now: datetime) -> None:
         nodes.filter(status=NodeStatus.NOT_READY).update(status=NodeStatus.READY)
 
 
+REAL_EXECUTORS = (Executor.PODMAN, Executor.DOCKER, Executor.PROCESS)
+
+
 def _register(beat: dict) -> Node:
     gpus = beat.get("gpus") or []
+    executor = beat.get("executor") or Executor.PROCESS
     fields = {
         "hostname": beat.get("hostname", ""),
         "gpu_uuids": [g["uuid"] for g in gpus],
-        "executor": beat.get("executor") or Executor.PROCESS,
+        # A real agent runs processes or containers; only the platform makes simulated nodes.
+        "executor": executor if executor in REAL_EXECUTORS else Executor.PROCESS,
     }
     node = Node.objects.filter(name=beat["node"]).first()
     if node is None:

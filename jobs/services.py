@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agent import images
 from datasets.services import JobCodeSource, JobDataSource, resolve_job_sources
 from dbkit import bulk
 from jobs import aimaster, dispatch, history, lifecycle
@@ -55,6 +56,7 @@ class RoleRequest:
     pod_count: int = 1
     instance_type: str = ""  # or, on a Resource Quota, `resources`
     image: str = ""
+    image_config: dict = field(default_factory=dict)  # registry credentials (PAI's ImageConfig)
     command: str = ""  # empty: the job's user_command
     spot_strategy: str = ""  # "SpotWithPriceLimit" for a spot role
     spot_discount_limit: Decimal | None = None
@@ -183,7 +185,8 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
 def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec | None, now) -> list[JobSpec | Pod]:
     own = role.resources if spec is None else None
     row = JobSpec(
-        role=role.role, pod_count=role.pod_count, spec=spec, image=role.image, command=role.command,
+        role=role.role, pod_count=role.pod_count, spec=spec, image=role.image, image_config=role.image_config or {},
+        command=role.command,
         cpu=own and own.cpu, memory_mib=own and own.memory_mib, gpu=own and own.gpu,
         spot_strategy=role.spot_strategy, spot_discount_limit=role.spot_discount_limit,
         spot_price_limit=role.spot_price_limit,
@@ -397,8 +400,10 @@ class _RoleCheck:
             self.error("role", f"must be a name such as Worker, Master or PS (letters and digits), got {role.role!r}")
         if not _int_between(role.pod_count, 1, 1000):
             self.error("pod_count", f"must be an integer from 1 to 1000, got {role.pod_count!r}")
-        if not isinstance(role.image, str) or not role.image.strip():
-            self.error("image", "is required: the container image the pods run")
+        if problem := images.reference_problem(role.image):
+            self.error("image", problem)
+        if problem := images.config_problem(role.image_config):
+            self.error("image_config", problem)
         if role.resources is not None:
             self._own_resources()
         else:

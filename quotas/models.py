@@ -127,7 +127,11 @@ class NodeStatus(models.TextChoices):
 
 
 class Executor(models.TextChoices):
-    PROCESS = "process", "Process (real pods)"
+    """How a node's agent runs pods: the first three are real agents (agent/), one queue per node."""
+
+    PODMAN = "podman", "Podman containers"
+    DOCKER = "docker", "Docker containers"
+    PROCESS = "process", "Processes on the host (image not used)"
     SIMULATED = "simulated", "Simulated (KWOK-like)"
 
 

@@ -38,10 +38,11 @@ class LiveCluster(harness.Services):
     def start_platform(self) -> None:
         self._worker("e2e-platform", ",".join(PLATFORM_QUEUES), 2, loglevel="INFO")
 
-    def start_agent(self, node: str):
+    def start_agent(self, node: str, runtime: str = "process"):
         if node not in self.nodes:
             self.nodes.append(node)
-        return self._spawn(f"agent-{node}", [sys.executable, "manage.py", "agent", "--node", node, "--concurrency", "2"])
+        return self._spawn(f"agent-{node}", [sys.executable, "manage.py", "agent", "--node", node, "--concurrency", "2",
+                                             "--runtime", runtime])
 
     def start_simulated_agent(self):
         return self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated"])

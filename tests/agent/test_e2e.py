@@ -15,6 +15,7 @@ from jobs.models import Job, OversoldType, Pod
 from jobs.nodes import reap_lost_nodes
 from jobs.services import JobRequest, PodResources, RoleRequest, create_job
 from quotas.models import Executor, Membership, Node, Quota, ResourceSpec, Role, Tenant, Workspace
+from tests.agent import containers
 from tests.agent.live import LiveCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -86,6 +87,35 @@ def test_a_two_pod_job_runs_on_two_agents_sees_its_ranks_and_gpus_and_succeeds(l
         assert gpus == "0,1"
         assert text == f"rank={rank} world=2 gpus={gpus} master={socket.gethostname()}\n"
         assert (pod.status, pod.exit_code) == ("Succeeded", 0)
+
+
+def test_a_two_pod_job_runs_as_containers_of_its_image_on_two_podman_agents(live, team, tmp_path):
+    from jobs.models import PodEvent
+
+    podman = containers.podman_runtime()
+    image = containers.build_image(podman, tmp_path)
+    cpu_only = ResourceSpec.objects.create(instance_type="e2e.c1m1g0", cpu=1, memory_mib=1024, gpu=0,
+                                           on_demand_price_per_minute=Decimal("0"))
+    Node.objects.filter(name__in=("e2e-a", "e2e-b")).update(spec=cpu_only)
+    live.start_platform()
+    live.start_agent("e2e-a", runtime="podman")
+    live.start_agent("e2e-b", runtime="podman")
+    live.wait(registered("e2e-a", "e2e-b"), "both agents to register by heartbeat")
+    assert set(Node.objects.values_list("executor", flat=True)) == {"podman"}
+    # Rank 0 listens on MASTER_PORT; rank 1, on the other node's agent, reaches it at MASTER_ADDR.
+    command = ('cat /etc/opendlc-image; if [ "$RANK" = 0 ]; then echo "master got: $(nc -l -p $MASTER_PORT)"; '
+               'else for i in $(seq 100); do echo "hello from $RANK" | nc $MASTER_ADDR $MASTER_PORT && exit 0; '
+               'sleep 0.2; done; exit 1; fi')
+    job = create_job(team["alice"], JobRequest(
+        display_name="e2e-box", user_command=command, quota_id=team["a"].quota_id,
+        roles=[RoleRequest(pod_count=2, instance_type="e2e.c1m1g0", image=image)]))
+    live.wait(lambda: status(job) in ("Succeeded", "Failed"), "the job to end")
+    assert status(job) == "Succeeded"
+    master = Pod.objects.get(job=job, index=0)
+    text = live.wait(lambda: read_all(master), "the master's log")
+    assert containers.IMAGE_MARKER in text and "master got: hello from 1" in text
+    started = PodEvent.objects.filter(pod__job=job, reason="Started").values_list("message", flat=True)
+    assert all(m.endswith(f"podman container of {image}") for m in started) and len(started) == 2
 
 
 def test_a_preempted_pod_flushes_in_its_grace_period_is_evicted_and_frees_the_node(live, team, tmp_path):

@@ -99,3 +99,10 @@ def test_nodes_that_never_sent_a_heartbeat_are_not_reaped(spec, settings):
     Node.objects.create(name="seeded", spec=spec)
     assert nodes.reap_lost_nodes() == []
     assert Node.objects.get(name="seeded").status == "Ready"
+
+
+def test_a_node_records_which_runtime_its_agent_runs_pods_with_and_never_calls_itself_simulated():
+    assert nodes.record_heartbeat(beat("c", executor="podman")).executor == "podman"
+    assert nodes.record_heartbeat(beat("d", executor="docker")).executor == "docker"
+    # Only the platform makes simulated nodes: an agent saying so would take the simulated queue.
+    assert nodes.record_heartbeat(beat("e", executor="simulated")).executor == "process"

@@ -163,3 +163,9 @@ def test_a_line_longer_than_a_chunk_is_cut_between_characters():
 
     data = ("a" + "é" * CHUNK_BYTES).encode()[:CHUNK_BYTES]  # ends inside an "é"
     assert _whole_lines(data, at_end=False).decode() == "a" + "é" * ((CHUNK_BYTES - 2) // 2)
+
+
+def test_a_pod_run_without_its_image_says_so_in_its_running_report(executor, recorder):
+    executor.start(pod("p-image", "true", image="pytorch/pytorch:2.3"))
+    ended(recorder, "p-image")
+    assert recorder.reports("p-image")[0]["message"] == "image not used: process runtime"

@@ -52,7 +52,7 @@ def test_a_restarted_agent_adopts_a_pod_that_still_runs_and_can_stop_it(make_exe
 def test_a_restarted_agent_reports_the_exit_code_of_a_pod_that_ended_while_it_was_away(make_executor):
     # An agent that died right after starting the pod: its state lists the pod, nobody watches it.
     dead, _ = make_executor()
-    process = dead._spawn(pod("p-gone", "sleep 0.3; exit 4"))
+    process = dead._spawn(pod("p-gone", "sleep 0.3; exit 4"), [])
     dead.pods["p-gone"] = process
     dead._save_state()
     process.proc.wait()

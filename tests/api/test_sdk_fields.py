@@ -118,6 +118,9 @@ CREATE_JOB = {
     "JobSpecs[].Type": Honoured({"JobSpecs": [{"Type": "Master"}]}, found("JobSpecs.0.Type", "Master")),
     "JobSpecs[].PodCount": Honoured({"JobSpecs": [{"PodCount": 2}]}, found("JobSpecs.0.PodCount", 2)),
     "JobSpecs[].Image": Honoured({"JobSpecs": [{"Image": "tf:2"}]}, found("JobSpecs.0.Image", "tf:2")),
+    "JobSpecs[].ImageConfig": Honoured(
+        {"JobSpecs": [{"ImageConfig": {"DockerRegistry": "reg.example.com", "Username": "robot", "Password": "s3cr3t"}}]},
+        found("JobSpecs.0.ImageConfig", {"DockerRegistry": "reg.example.com", "Username": "robot"}), whole=True),
     "JobSpecs[].EcsSpec": Honoured({"JobSpecs": [{"EcsSpec": "ecs.gn7i-c8g1.2xlarge"}]},
                                    found("JobSpecs.0.EcsSpec", "ecs.gn7i-c8g1.2xlarge")),
     "JobSpecs[].UserCommand": Honoured({"JobSpecs": [{"UserCommand": "python worker.py"}]},

@@ -99,6 +99,17 @@ def test_a_refused_bid_is_shown_as_the_user_wrote_it(alice_dlc):
         assert "Decimal" not in error.message
 
 
+def test_an_image_that_is_not_a_reference_and_credentials_without_a_password_are_refused_by_name(alice_dlc):
+    error = rejected(lambda: create(alice_dlc, JobSpecs=[{
+        "Type": "Worker", "Image": "pytorch:2;rm -rf /", "PodCount": 1, "EcsSpec": "ecs.g7.xlarge",
+        "ImageConfig": {"DockerRegistry": "reg.example.com", "Username": "robot"},
+    }]))
+    assert (error.status_code, error.code) == (400, "InvalidParameter")
+    assert "JobSpecs[0].Image: is not a valid image reference" in error.message
+    assert "JobSpecs[0].ImageConfig: give Username and Password together" in error.message
+    assert not Job.objects.exists()
+
+
 def test_validation_errors_name_the_field_and_what_is_allowed(alice_dlc):
     error = rejected(lambda: create(alice_dlc, JobSpecs=[{
         "Type": "Worker", "Image": "pytorch:2", "PodCount": 0, "EcsSpec": "ecs.g7.xlarge",

@@ -107,6 +107,12 @@ def test_a_lingjun_specification_is_refused_for_a_general_computing_job(alice_cl
     assert "Resource Specification" in field_error(response.content.decode(), "id_roles-0-spec")
 
 
+def test_an_image_that_is_not_an_image_reference_is_named_next_to_the_image_field(alice_client):
+    response = alice_client.post("/jobs/create/", form_data(image="PyTorch 2.3"))
+    assert "is not a valid image reference" in field_error(response.content.decode(), "id_image")
+    assert not Job.objects.exists()
+
+
 def test_a_malformed_environment_line_is_named(alice_client):
     response = alice_client.post("/jobs/create/", form_data(envs="EPOCHS=3\nnot a variable"))
     assert "Line 2" in field_error(response.content.decode(), "id_envs")

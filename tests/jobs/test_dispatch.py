@@ -125,3 +125,34 @@ def test_custom_envs_reach_the_pods_and_win_over_envs_of_the_same_name(bob, cycl
     (message,) = sent
     env = message.payload["env"]
     assert (env["EPOCHS"], env["TOKEN"], env["MODE"]) == ("3", "s3cret", "fast")
+
+
+def test_start_messages_carry_each_roles_image_its_registry_credentials_and_the_pods_resources(bob, cycle, sent):
+    Node.objects.filter(name="nlp-team-gn6v-c8g1-0").update(executor=Executor.PODMAN, hostname="gpu-a.lab")
+    master = RoleRequest(role="Master", pod_count=1, instance_type=V100, image="reg.example.com/team/ps:1",
+                         image_config={"DockerRegistry": "reg.example.com", "Username": "robot", "Password": "pw"})
+    job = create_job(bob, make_request(roles=[master, role("Worker", 1)]))
+    cycle()
+    starts = {m.payload["pod_id"]: m.payload for m in sent}
+    first, second = starts[f"{job.job_id}-master-0"], starts[f"{job.job_id}-worker-0"]
+    assert first["executor"] == "podman" and first["image"] == "reg.example.com/team/ps:1"
+    assert first["image_config"] == {"DockerRegistry": "reg.example.com", "Username": "robot", "Password": "pw"}
+    assert second["image"] == "pytorch:2.5" and second["image_config"] == {}
+    pod = Pod.objects.get(pod_id=first["pod_id"])
+    assert first["resources"] == {"cpu_m": pod.cpu_m, "mem_mib": pod.mem_mib, "gpu": pod.gpu} and pod.mem_mib > 0
+
+
+@pytest.mark.parametrize(("image", "config", "field", "says"), [
+    ("Pytorch:2", {}, "roles[0].image", "is not a valid image reference"),
+    ("pytorch:2 --privileged", {}, "roles[0].image", "is not a valid image reference"),
+    ("", {}, "roles[0].image", "is required"),
+    ("pytorch:2", {"Username": "robot"}, "roles[0].image_config", "give Username and Password together"),
+    ("pytorch:2", {"Auth": "not base64!"}, "roles[0].image_config", "Auth must be base64 of username:password"),
+    ("pytorch:2", {"Token": "x"}, "roles[0].image_config", "unknown keys ['Token']"),
+])
+def test_an_image_that_is_not_a_reference_or_credentials_that_cannot_pull_are_refused(bob, image, config, field, says):
+    from jobs.services import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as info:
+        create_job(bob, make_request(roles=[RoleRequest(instance_type=V100, image=image, image_config=config)]))
+    assert says in info.value.errors[field]

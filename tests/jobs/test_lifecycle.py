@@ -30,6 +30,18 @@ def test_the_job_runs_once_every_pod_of_the_gang_runs(admitted, reports):
     assert status(admitted) == "Running" and admitted.running_at is not None
 
 
+def test_the_started_event_says_how_the_agent_runs_the_pod(admitted, reports):
+    from jobs.models import PodEvent
+
+    first, second = admitted.pods.all()
+    # Two reports at once take the batched path; one alone the single-report path: both keep the note.
+    reports(report(first, "Running", message="image not used: process runtime"),
+            report(second, "Running", message="podman container of pytorch:2.5"))
+    started = dict(PodEvent.objects.filter(reason="Started").values_list("pod__pod_id", "message"))
+    assert started[first.pod_id].endswith("; image not used: process runtime")
+    assert started[second.pod_id].endswith("; podman container of pytorch:2.5")
+
+
 def test_the_job_succeeds_when_all_pods_succeed(admitted, reports):
     first, second = admitted.pods.all()
     reports(report(first, "Running"), report(second, "Running"), report(first, "Succeeded", 0))

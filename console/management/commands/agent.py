@@ -9,7 +9,7 @@ import logging
 import socket
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 log = logging.getLogger("agent")
 
@@ -21,6 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--node", default="", help="Node name (default: this host's name).")
         parser.add_argument("--simulated", action="store_true", help="Run the one agent of all simulated nodes.")
         parser.add_argument("--quota", default="", help="Quota (QuotaId or name) a newly registered node joins.")
+        parser.add_argument("--runtime", choices=("podman", "docker", "process"), default=None,
+                            help="How pods run: as containers of their image (podman, docker) or as processes on "
+                                 "this host, without their image (process). Default: podman or docker where one "
+                                 "works, else process.")
         parser.add_argument("--concurrency", type=int, default=4, help="Message-handling threads.")
         parser.add_argument("--loglevel", default="INFO")
 
@@ -43,11 +47,32 @@ class Command(BaseCommand):
         raise SystemExit(worker.exitcode or 0)
 
 
+def pod_executor(runtime: str | None, node: str, outbox):
+    """The executor of `--runtime`; without one, a container runtime that works here, else processes."""
+    from agent.container import ContainerExecutor, RuntimeNotFound, default_runtime, find_runtime
+    from agent.process import ProcessExecutor
+
+    if runtime == "process":
+        return ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
+    if runtime is None:
+        found = default_runtime()
+        if found is None:
+            log.warning("no container runtime works on this node (podman or docker): pods run as processes on "
+                        "the host, without their image")
+            return ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
+    else:
+        try:
+            found = find_runtime(runtime)
+        except RuntimeNotFound as exc:
+            raise CommandError(f"--runtime {runtime}: {exc}") from None
+    log.info("pods run as %s containers", found.name)
+    return ContainerExecutor(node, settings.OPENDLC_POD_ROOT, outbox, found)
+
+
 def build_agent(app, options):
     from agent.machine import discover
     from agent.metrics import PodSampler
     from agent.outbox import Outbox, celery_sender
-    from agent.process import ProcessExecutor
     from agent.runtime import Agent
     from agent.simulated import SimulatedExecutor
 
@@ -61,6 +86,6 @@ def build_agent(app, options):
     if options["simulated"]:
         return Agent(None, SimulatedExecutor(outbox), outbox, None, send_heartbeat=send_heartbeat, heartbeat_s=interval)
     node = options["node"] or socket.gethostname()
-    executor = ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
+    executor = pod_executor(options.get("runtime"), node, outbox)
     return Agent(node, executor, outbox, discover(), send_heartbeat=send_heartbeat, heartbeat_s=interval,
                  quota=options["quota"], sampler=PodSampler())

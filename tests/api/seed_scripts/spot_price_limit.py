@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 
-import os  # OpenDLC: the only changes are the endpoint and the workspace id, read from the environment
+import os  # OpenDLC: the only changes are the endpoint and the workspace id, read from the environment, and <region-id> filled in (cn-hangzhou) as the seed says: a placeholder is not an image reference
 
 from alibabacloud_credentials.client import Client as CredClient
 from alibabacloud_pai_dlc20201203.client import Client as DLCClient
 from alibabacloud_pai_dlc20201203.models import CreateJobRequest
 from alibabacloud_tea_openapi.models import Config
 
-region_id = '<region-id>'
+region_id = 'cn-hangzhou'
 cred = CredClient()
 workspace_id = os.environ['OPENDLC_WORKSPACE_ID']
 
@@ -24,7 +24,7 @@ create_job_resp = dlc_client.create_job(CreateJobRequest().from_map({
     'JobSpecs': [
         {
             "Type": "Worker",
-            "Image": "dsw-registry-vpc.<region-id>.cr.aliyuncs.com/pai/pytorch-training:1.12-cpu-py39-ubuntu20.04",
+            "Image": "dsw-registry-vpc.cn-hangzhou.cr.aliyuncs.com/pai/pytorch-training:1.12-cpu-py39-ubuntu20.04",
             "PodCount": 1,
             "EcsSpec": 'ecs.g7.xlarge',
             "SpotSpec": {

@@ -1,0 +1,87 @@
+"""Real container runtimes for the agent's tests: Podman from Debian (with deploy/podman/containers.conf,
+the settings this kind of machine needs), and the Docker client speaking to Podman's Docker-compatible
+API, since no Docker daemon runs here. A test image is built from Debian's static busybox without any
+registry (../shared/notes/containers.md).
+
+CI installs Podman (.ci/run), so there a missing runtime fails the tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.container import LABEL_AGENT, RuntimeNotFound, find_runtime
+
+REPO = Path(__file__).resolve().parents[2]
+CONTAINERS_CONF = REPO / "deploy" / "podman" / "containers.conf"
+IMAGE = "localhost/opendlc-test/busybox:1"
+IMAGE_MARKER = "built for the OpenDLC agent tests"
+BUSYBOX = Path("/bin/busybox")
+
+
+def unavailable(why: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"container tests must run in CI: {why}")
+    pytest.skip(why)
+
+
+# Set at import, so that the agents the end-to-end tests start as subprocesses read it too.
+os.environ.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
+
+
+def podman_runtime():
+    try:
+        return find_runtime("podman")
+    except RuntimeNotFound as exc:
+        unavailable(str(exc))
+
+
+def build_image(runtime, tmp: Path) -> str:
+    """A busybox image with a file of its own, made with `podman import` (no registry needed)."""
+    if subprocess.run([runtime.binary, "image", "inspect", IMAGE], capture_output=True).returncode == 0:
+        return IMAGE
+    if not BUSYBOX.exists():  # Debian's busybox-static: one binary that needs no library
+        unavailable("Debian's busybox-static is needed to build the test image")
+    root = tmp / "rootfs"
+    for d in ("bin", "tmp", "etc"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(BUSYBOX, root / "bin" / "busybox")
+    for applet in ("sh", "ls", "cat", "echo", "sleep", "nc", "tail", "head", "touch", "env", "kill", "ps"):
+        (root / "bin" / applet).symlink_to("busybox")
+    (root / "etc" / "opendlc-image").write_text(IMAGE_MARKER + "\n")
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run([runtime.binary, "import", "-", IMAGE], stdin=tar.stdout, check=True, capture_output=True)
+    tar.wait()
+    return IMAGE
+
+
+def docker_through_podman(runtime, sock_dir: Path):
+    """The Docker client against `podman system service` (Docker's API): (runtime, service process)."""
+    if shutil.which("docker") is None:
+        unavailable("no docker client on this machine")
+    sock = sock_dir / "podman.sock"
+    service = subprocess.Popen([runtime.binary, "system", "service", "--time=0", f"unix://{sock}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    os.environ["DOCKER_HOST"] = f"unix://{sock}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return find_runtime("docker"), service
+        except RuntimeNotFound:
+            if time.monotonic() > deadline:
+                service.kill()
+                raise
+            time.sleep(0.2)
+
+
+def remove_containers(runtime, marker: str) -> None:
+    names = subprocess.run([runtime.binary, "ps", "--all", "--quiet", "--filter", f"label={LABEL_AGENT}={marker}"],
+                           capture_output=True, text=True).stdout.split()
+    if names:
+        subprocess.run([runtime.binary, "rm", "--force", *names], capture_output=True)

@@ -258,8 +258,9 @@ class ContainerExecutor(ProcessExecutor):
         if done.returncode != 0:
             raise OSError(f"{self.runtime.name} create: {_last_line(done)}")
         with open(workdir / "pod.log", "ab") as out:
+            # In the pod's directory: conmon, which `start` spawns, may leave files in its working directory.
             proc = subprocess.Popen([self.runtime.binary, "start", "--attach", name], stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=workdir)
         resources = spec.get("resources") or {}
         log.info("pod %s started as container %s of %s", spec["pod_id"], name, spec["image"])
         return PodProcess(spec["pod_id"], str(spec["job_id"]), proc.pid, workdir, dict(spec.get("env") or {}), proc,

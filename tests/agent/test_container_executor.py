@@ -330,3 +330,29 @@ def test_docker_stops_with_the_grace_period(run, docker):
     ex.stop("d-stop", "Stopped", 10)
     report = ended(rec, "d-stop")
     assert (report["reason"], report["exit_code"]) == ("Stopped", 0) and "flushed" in rec.log_text("d-stop")
+
+
+# -- choosing the runtime -----------------------------------------------------------------------
+
+
+def test_the_agent_runs_containers_where_a_runtime_works_and_says_why_one_it_was_asked_for_does_not(
+        podman, tmp_path, monkeypatch, settings):
+    from django.core.management.base import CommandError
+
+    from agent.process import ProcessExecutor
+    from console.management.commands.agent import pod_executor
+
+    settings.OPENDLC_POD_ROOT = tmp_path / "pods"
+    outbox = Outbox(Recorder())
+    try:
+        chosen = pod_executor(None, "n1", outbox)
+        assert isinstance(chosen, ContainerExecutor) and chosen.kind == "podman"
+        assert type(pod_executor("process", "n1", outbox)) is ProcessExecutor
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+        monkeypatch.setenv("PATH", os.environ["PATH"] if containers.shutil.which("docker") else "/nonexistent")
+        with pytest.raises(CommandError, match="--runtime docker: "):
+            pod_executor("docker", "n1", outbox)
+        monkeypatch.setenv("PATH", str(tmp_path))  # neither client is found: processes, said in the log
+        assert type(pod_executor(None, "n1", outbox)) is ProcessExecutor
+    finally:
+        outbox.close()

@@ -42,6 +42,15 @@ def podman_runtime():
         unavailable(str(exc))
 
 
+def _busybox_root(root: Path) -> None:
+    for d in ("bin", "tmp", "etc"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(BUSYBOX, root / "bin" / "busybox")
+    for applet in ("sh", "ls", "cat", "echo", "sleep", "nc", "tail", "head", "touch", "env", "kill", "ps", "seq"):
+        (root / "bin" / applet).symlink_to("busybox")
+    (root / "etc" / "opendlc-image").write_text(IMAGE_MARKER + "\n")
+
+
 def build_image(runtime, tmp: Path) -> str:
     """A busybox image with a file of its own, made with `podman import` (no registry needed)."""
     if subprocess.run([runtime.binary, "image", "inspect", IMAGE], capture_output=True).returncode == 0:
@@ -49,16 +58,37 @@ def build_image(runtime, tmp: Path) -> str:
     if not BUSYBOX.exists():  # Debian's busybox-static: one binary that needs no library
         unavailable("Debian's busybox-static is needed to build the test image")
     root = tmp / "rootfs"
-    for d in ("bin", "tmp", "etc"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    shutil.copy2(BUSYBOX, root / "bin" / "busybox")
-    for applet in ("sh", "ls", "cat", "echo", "sleep", "nc", "tail", "head", "touch", "env", "kill", "ps"):
-        (root / "bin" / applet).symlink_to("busybox")
-    (root / "etc" / "opendlc-image").write_text(IMAGE_MARKER + "\n")
+    _busybox_root(root)
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     subprocess.run([runtime.binary, "import", "-", IMAGE], stdin=tar.stdout, check=True, capture_output=True)
     tar.wait()
     return IMAGE
+
+
+PYTHON_IMAGE = "localhost/opendlc-test/python:1"
+HOST_PYTHON = Path("/usr/bin/python3.11")
+
+
+def build_python_image(runtime, tmp: Path) -> str:
+    """The busybox image plus Debian's Python 3.11, its libraries and standard library: enough to
+    run EasyCkpt's example inside a container, built from this machine's own files."""
+    if subprocess.run([runtime.binary, "image", "inspect", PYTHON_IMAGE], capture_output=True).returncode == 0:
+        return PYTHON_IMAGE
+    if not HOST_PYTHON.exists() or not Path("/usr/lib/python3.11").is_dir():
+        unavailable("Debian's python3.11 is needed to build the Python test image")
+    root = tmp / "pyroot"
+    _busybox_root(root)
+    libs = subprocess.run(["ldd", str(HOST_PYTHON)], capture_output=True, text=True, check=True).stdout
+    for path in [HOST_PYTHON, *(Path(w) for w in libs.split() if w.startswith("/"))]:
+        (root / path.relative_to("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path.resolve(), root / path.relative_to("/"))
+    (root / "usr/bin/python3").symlink_to("python3.11")
+    shutil.copytree("/usr/lib/python3.11", root / "usr/lib/python3.11", symlinks=True,
+                    ignore=shutil.ignore_patterns("test", "__pycache__", "idlelib", "tkinter", "ensurepip"))
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run([runtime.binary, "import", "-", PYTHON_IMAGE], stdin=tar.stdout, check=True, capture_output=True)
+    tar.wait()
+    return PYTHON_IMAGE
 
 
 def docker_through_podman(runtime, sock_dir: Path):

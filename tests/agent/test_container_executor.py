@@ -154,6 +154,30 @@ def test_a_stop_lets_the_command_flush_on_sigterm_inside_the_container(run, tmp_
     assert "flushed" in rec.log_text("c-term")
 
 
+def test_easyckpt_flushes_on_preemption_inside_the_container_and_the_next_pod_resumes(run, podman, tmp_path_factory,
+                                                                                      tmp_path):
+    image = containers.build_python_image(podman, tmp_path_factory.mktemp("pyimage"))
+    ckpt = tmp_path / "ckpt"
+    ex, rec = run()
+    # The repository is the pod's "dataset" (read-only): its example trains in pure Python.
+    spec = dict(image=image, env={"WORLD_SIZE": "1", "OPENDLC_CKPT_DIR": str(ckpt)},
+                data_sources=[{"data_source_id": "d-repo", "uri": f"file://{containers.REPO}",
+                               "mount_path": "/opt/opendlc"}])
+    command = "python3 /opt/opendlc/examples/train_easyckpt.py --steps 100000 --ckpt-every 1000 --sleep 0.01"
+    ex.start(pod("c-ckpt-0", command, **spec))
+    wait_for(lambda: "step=20 " in rec.log_text("c-ckpt-0"))
+    ex.stop("c-ckpt-0", "Preempted", 20)
+    report = ended(rec, "c-ckpt-0")
+    assert (report["reason"], report["exit_code"]) == ("Preempted", 143)  # EasyCkpt's exit after its flush
+    last = max(int(line.split()[0].split("=")[1]) for line in rec.log_text("c-ckpt-0").splitlines()
+               if line.startswith("step="))
+    # No periodic checkpoint was due (every 1000 steps): what the next pod resumes from is the flush.
+    ex.start(pod("c-ckpt-1", command.replace("100000", str(last + 3)), **spec))
+    assert ended(rec, "c-ckpt-1")["status"] == "Succeeded"
+    text = rec.log_text("c-ckpt-1")
+    assert f"resumed from step={last}" in text and f"step={last + 1} " in text and f"done at step={last + 3}" in text
+
+
 def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(run):
     ex, rec = run()
     ex.start(pod("c-stubborn", "trap '' TERM; echo ready; while true; do sleep 0.1; done"))
@@ -239,6 +263,22 @@ def test_a_two_pod_job_reaches_its_master_over_the_host_network(run):
     assert ended(rec, "c-worker")["status"] == "Succeeded"
     assert ended(rec, "c-master")["status"] == "Succeeded"
     assert "hello-from-worker-got: rank-1" in rec.log_text("c-master")
+
+
+def test_a_running_container_is_sampled_through_its_main_process_group(run):
+    from agent.metrics import PodSampler, group_usage
+
+    ex, rec = run()
+    # Busy for a while, then idle: the sample sees the container's own processes use the CPU.
+    ex.start(pod("c-busy", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo busy-done; sleep 30"))
+    (target,) = wait_for(lambda: ex.metric_targets())
+    assert target.pod_id == "c-busy" and target.gpus == ()
+    wait_for(lambda: "busy-done" in rec.log_text("c-busy"))
+    cpu_s, rss_mib = group_usage(target.pgid)
+    assert cpu_s > 0.05 and rss_mib > 0
+    assert PodSampler().sample([target]) == []  # the first sample only sets the rate's start
+    ex.stop("c-busy", "Stopped", 1)
+    ended(rec, "c-busy")
 
 
 def test_gpus_are_passed_as_cdi_devices_to_podman_and_as_gpus_to_docker(tmp_path):

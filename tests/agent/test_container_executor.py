@@ -117,6 +117,26 @@ def test_a_dataset_is_mounted_read_only_at_its_mount_path_and_the_code_source_at
     assert not (data / "new").exists()
 
 
+def test_the_code_source_is_cloned_on_the_node_and_mounted_at_its_path(run, tmp_path):
+    from tests.agent.test_pod_sources import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "--quiet", "--initial-branch=main", cwd=repo)
+    (repo / "train.sh").write_text("echo training from the code source\n")
+    git("add", ".", cwd=repo)
+    git("commit", "--quiet", "-m", "one", cwd=repo)
+    ex, rec = run()
+    ex.start(pod("c-code", "sh /root/code/proj/train.sh; df -m /dev/shm | tail -1",
+                 resources={"cpu_m": 500, "mem_mib": 256, "gpu": 0},
+                 code_source={"code_source_id": "code-1", "repo": f"file://{repo}", "branch": "", "commit": "",
+                              "mount_path": "/root/code/proj"}))
+    assert ended(rec, "c-code")["status"] == "Succeeded"
+    text = rec.log_text("c-code")
+    assert "training from the code source" in text
+    assert text.splitlines()[-1].split()[1] == "256"  # /dev/shm as large as the pod's memory
+
+
 def test_a_missing_dataset_fails_the_pod_at_once(run, tmp_path):
     ex, rec = run()
     ex.start(pod("c-nodata", "true", data_sources=[

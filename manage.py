@@ -11,10 +11,19 @@ OFFLINE_COMMANDS = {
 }
 
 
+# What only the platform holds: an agent runs next to users' pods, which must not find them in it.
+PLATFORM_SECRETS = ("SECRET_KEY", "DATABASE_URL", "OPENDLC_ENCRYPTION_KEY")
+
+
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     if sys.argv[1:2] == ["agent"]:
         os.environ["OPENDLC_PROCESS_ROLE"] = "agent"
+        if given := [name for name in PLATFORM_SECRETS if name in os.environ]:
+            # Start again without them: unsetting a variable leaves it in /proc/<pid>/environ.
+            print(f"opendlc: agent: ignoring {', '.join(given)}: an agent needs only the broker", file=sys.stderr)
+            clean = {k: v for k, v in os.environ.items() if k not in PLATFORM_SECRETS}
+            os.execve(sys.executable, [sys.executable, *sys.argv], clean)
     from console.config import ConfigError, check_services
 
     try:

@@ -23,6 +23,7 @@ for GPUs (CDI devices for Podman, `--gpus` for Docker): see docs/design.md for w
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -117,8 +118,11 @@ def default_runtime() -> Runtime | None:
     return None
 
 
-def container_name(pod_id: str) -> str:
-    return "opendlc-" + "".join(c if c.isalnum() or c in "_.-" else "-" for c in pod_id)
+def container_name(pod_id: str, marker: str) -> str:
+    """The pod's name, with a tag of the agent's: two agents on one host (or a test's leftovers) never
+    claim the same name."""
+    tag = hashlib.sha256(marker.encode()).hexdigest()[:8]
+    return f"opendlc-{''.join(c if c.isalnum() or c in '_.-' else '-' for c in pod_id)}-{tag}"
 
 
 def container_env(spec: dict) -> dict[str, str]:
@@ -240,7 +244,7 @@ class ContainerExecutor(ProcessExecutor):
         ckpt_dir = str((spec.get("env") or {}).get("OPENDLC_CKPT_DIR")
                        or self.pod_root / str(spec["job_id"]) / "checkpoints")
         os.makedirs(ckpt_dir, exist_ok=True)
-        name = container_name(spec["pod_id"])
+        name = container_name(spec["pod_id"], self.marker)
         env = container_env(spec)
         # An env file holds one line per variable: a value with a newline goes through the client's
         # own environment instead (`--env NAME`), still never on a command line.

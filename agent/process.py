@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pwd
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -50,6 +52,40 @@ INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
 
 def marker(node: str, pod_root: Path) -> str:
     return f"{node}@{Path(pod_root).resolve()}"
+
+
+@dataclass(frozen=True)
+class PodUser:
+    """The unprivileged user the process runtime runs pods as: not the agent's, so that a pod can
+    read neither the agent's environment (/proc/<agent>/environ) nor its files."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    @classmethod
+    def named(cls, name: str) -> PodUser:
+        """The user of that name or number; ValueError saying so when this host has none."""
+        try:
+            entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        except (KeyError, ValueError):
+            raise ValueError(f"no user {name!r} on this host") from None
+        if entry.pw_uid == 0:
+            raise ValueError("pods must not run as root: name an unprivileged user")
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+    def can_reach(self, path: Path) -> str | None:
+        """The first directory on the way to `path` this user cannot enter, or None."""
+        for directory in [*reversed(Path(path).resolve().parents), Path(path).resolve()]:
+            try:
+                st = directory.stat()
+            except FileNotFoundError:
+                return None  # made by the agent, traversable (0755)
+            bit = stat.S_IXUSR if st.st_uid == self.uid else stat.S_IXGRP if st.st_gid == self.gid else stat.S_IXOTH
+            if not st.st_mode & bit:
+                return str(directory)
+        return None
 
 
 @dataclass
@@ -89,9 +125,11 @@ class ProcessExecutor:
 
     kind = "process"
 
-    def __init__(self, node: str, pod_root: Path, outbox: Outbox, *, ship_interval_s: float = 1.0):
+    def __init__(self, node: str, pod_root: Path, outbox: Outbox, *, ship_interval_s: float = 1.0,
+                 pod_user: PodUser | None = None):
         self.node = node
         self.pod_root = Path(pod_root)
+        self.pod_user = pod_user  # None: pods run as the agent's own user
         self.outbox = outbox
         self.pods: dict[str, PodProcess] = {}
         self._ended: deque[str] = deque(maxlen=10_000)  # recent pods, so a redelivered start is ignored
@@ -214,11 +252,21 @@ class ProcessExecutor:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / EXIT_CODE_FILE).unlink(missing_ok=True)
         env = self._environment(spec)
+        user = self.pod_user
+        if user is not None:
+            if "HOME" not in (spec.get("env") or {}):
+                env["HOME"] = str(workdir)  # the agent's home is not the pod's
+            ckpt = Path(env["OPENDLC_CKPT_DIR"])
+            ckpt.mkdir(parents=True, exist_ok=True)
+            for path in (workdir, ckpt):
+                os.chown(path, user.uid, user.gid)
+                path.chmod(0o700)
         with open(workdir / "pod.log", "ab") as out:
             proc = subprocess.Popen(
                 ["bash", "-c", WRAPPER, "opendlc-pod", spec["command"]],
                 cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop signals reach every child
+                **({"user": user.uid, "group": user.gid, "extra_groups": []} if user else {}),
             )
         log.info("pod %s started as process group %s in %s", spec["pod_id"], proc.pid, workdir)
         return PodProcess(spec["pod_id"], str(spec["job_id"]), proc.pid, workdir, env, proc)
@@ -302,7 +350,9 @@ class ProcessExecutor:
     # -- state and reconcile --------------------------------------------------------------------
 
     def _save_state(self) -> None:
+        # The state holds every pod's environment: only the agent may read it.
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        self.state_path.parent.chmod(0o700)
         # A temporary file of its own: a second writer of the same state file (an agent restarted
         # while the old one still finishes a pod) must not rename ours away from under us.
         fd, tmp = tempfile.mkstemp(dir=self.state_path.parent, prefix=self.state_path.name, suffix=".tmp")

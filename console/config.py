@@ -57,6 +57,22 @@ def load_secret_key(var_dir: Path, embedded: bool) -> str:
     return path.read_text().strip()
 
 
+def keep_private(*paths: Path) -> None:
+    """Only this user may read the embedded database and broker: process pods run on this host."""
+    for path in paths:
+        try:
+            if path.is_dir():
+                path.chmod(0o700)
+                continue
+            if not path.exists():  # SQLite gives its -wal and -shm files the database's mode
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                if file.exists():
+                    file.chmod(0o600)
+        except PermissionError:
+            pass  # another user's installation: not ours to change
+
+
 def database_config(sqlite_path: Path) -> dict:
     url = os.environ.get("DATABASE_URL")
     if not url:
@@ -108,9 +124,14 @@ def redis_url() -> str | None:
     return url
 
 
+def is_agent() -> bool:
+    """Whether this process is a node agent (`manage.py agent`)."""
+    return os.environ.get("OPENDLC_PROCESS_ROLE") == "agent"
+
+
 def needs_database() -> bool:
     """A node agent talks only to the broker (docs/design.md): it starts where no database is."""
-    return os.environ.get("OPENDLC_PROCESS_ROLE") != "agent"
+    return not is_agent()
 
 
 def check_services() -> None:

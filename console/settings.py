@@ -6,11 +6,12 @@ REDIS_URL (broker and results) and SECRET_KEY.
 """
 
 import os
+import secrets
 from pathlib import Path
 
 from celery.schedules import crontab
 
-from console.config import database_config, envbool, envint, load_secret_key, redis_url
+from console.config import database_config, envbool, envint, is_agent, keep_private, load_secret_key, redis_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("OPENDLC_VAR_DIR", BASE_DIR / "var"))
@@ -18,7 +19,8 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = envbool("DEBUG", False)
 EMBEDDED = not os.environ.get("DATABASE_URL")
-SECRET_KEY = load_secret_key(VAR_DIR, embedded=EMBEDDED)
+# A node agent signs nothing with it and must not hold the platform's (manage.py starts it without).
+SECRET_KEY = secrets.token_urlsafe(50) if is_agent() else load_secret_key(VAR_DIR, embedded=EMBEDDED)
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -127,6 +129,8 @@ else:
         "control_folder": str(BROKER_DIR / "control"),
     }
     CELERY_RESULT_BACKEND = None
+if EMBEDDED:
+    keep_private(VAR_DIR / "opendlc.sqlite3", *([BROKER_DIR] if not REDIS_URL else []))
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)

@@ -88,3 +88,35 @@ def test_a_node_agent_starts_without_reaching_the_database(db, monkeypatch):
             check_services()
         patch.setenv("OPENDLC_PROCESS_ROLE", "agent")
         check_services()  # the broker alone is enough for an agent
+
+
+def test_a_node_agent_holds_neither_the_database_url_nor_the_secret_key(tmp_path):
+    """A pod on the node must not find them in the agent (/proc/<agent>/environ): it starts again without."""
+    from tests.agent.helpers import wait_for
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
+    env.update(OPENDLC_VAR_DIR=str(tmp_path), SECRET_KEY="platform-secret-key-" * 3,
+               DATABASE_URL="postgres://opendlc:db-password@127.0.0.1:5432/opendlc", OPENDLC_ENCRYPTION_KEY="k" * 44)
+    agent = subprocess.Popen([sys.executable, "manage.py", "agent", "--simulated"], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        environ = Path(f"/proc/{agent.pid}/environ")
+        wait_for(lambda: b"OPENDLC_PROCESS_ROLE=agent" in environ.read_bytes() and agent.poll() is None, 30)
+        held = environ.read_bytes()
+        assert b"platform-secret-key" not in held and b"db-password" not in held and b"OPENDLC_ENCRYPTION_KEY" not in held
+        assert agent.poll() is None  # it runs: an agent needs only the broker
+    finally:
+        os.killpg(agent.pid, 9)
+        _, err = agent.communicate(timeout=30)
+    assert "ignoring SECRET_KEY, DATABASE_URL, OPENDLC_ENCRYPTION_KEY" in err
+
+
+def test_the_embedded_database_and_broker_are_readable_only_by_their_owner(tmp_path):
+    from console.config import keep_private
+
+    db, broker = tmp_path / "opendlc.sqlite3", tmp_path / "broker"
+    broker.mkdir(mode=0o755)
+    (tmp_path / "opendlc.sqlite3-wal").write_text("")
+    keep_private(db, broker)
+    assert db.stat().st_mode & 0o777 == 0o600 and (tmp_path / "opendlc.sqlite3-wal").stat().st_mode & 0o777 == 0o600
+    assert broker.stat().st_mode & 0o777 == 0o700

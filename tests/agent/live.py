@@ -42,7 +42,9 @@ class LiveCluster(harness.Services):
         if node not in self.nodes:
             self.nodes.append(node)
         return self._spawn(f"agent-{node}", [sys.executable, "manage.py", "agent", "--node", node, "--concurrency", "2",
-                                             "--runtime", runtime])
+                                             "--runtime", runtime,
+                                             # The pod root is in the test's private temporary directory.
+                                             "--pod-user", ""])
 
     def start_simulated_agent(self):
         return self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated"])

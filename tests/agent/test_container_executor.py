@@ -93,7 +93,7 @@ def test_the_command_runs_in_the_image_with_the_job_environment(run, tmp_path):
     assert running["status"] == "Running" and running["message"] == f"podman container of {containers.IMAGE}"
     # The env file the values went through is gone, and the container with it.
     assert not (tmp_path / "pods" / "job-c" / "c-env" / ".opendlc-env").exists()
-    assert subprocess.run(["podman", "container", "exists", container_name("c-env")]).returncode == 1
+    assert subprocess.run(["podman", "container", "exists", container_name("c-env", ex.marker)]).returncode == 1
 
 
 def test_a_hidden_value_is_never_on_a_command_line(podman, tmp_path):
@@ -407,12 +407,12 @@ def test_the_agent_runs_containers_where_a_runtime_works_and_says_why_one_it_was
     try:
         chosen = pod_executor(None, "n1", outbox)
         assert isinstance(chosen, ContainerExecutor) and chosen.kind == "podman"
-        assert type(pod_executor("process", "n1", outbox)) is ProcessExecutor
+        assert type(pod_executor("process", "n1", outbox, pod_user="")) is ProcessExecutor
         monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
         monkeypatch.setenv("PATH", os.environ["PATH"] if containers.shutil.which("docker") else "/nonexistent")
         with pytest.raises(CommandError, match="--runtime docker: "):
             pod_executor("docker", "n1", outbox)
         monkeypatch.setenv("PATH", str(tmp_path))  # neither client is found: processes, said in the log
-        assert type(pod_executor(None, "n1", outbox)) is ProcessExecutor
+        assert type(pod_executor(None, "n1", outbox, pod_user="")) is ProcessExecutor
     finally:
         outbox.close()

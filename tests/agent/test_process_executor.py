@@ -1,7 +1,12 @@
 """The process executor runs real `bash -c` pods in their own process groups."""
 
 import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
+
+import pytest
 
 
 from agent import procs
@@ -169,3 +174,51 @@ def test_a_pod_run_without_its_image_says_so_in_its_running_report(executor, rec
     executor.start(pod("p-image", "true", image="pytorch/pytorch:2.3"))
     ended(recorder, "p-image")
     assert recorder.reports("p-image")[0]["message"] == "image not used: process runtime"
+
+
+@pytest.fixture
+def reachable_root():
+    """A pod root an unprivileged user can reach (pytest's own temporary directories are private)."""
+    root = Path(tempfile.mkdtemp(prefix="opendlc-pods-"))
+    root.chmod(0o711)
+    yield root / "pods"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can run pods as another user")
+def test_a_pod_runs_as_the_unprivileged_pod_user_and_cannot_read_the_agents_secrets(recorder, reachable_root,
+                                                                                    monkeypatch):
+    from agent.process import PodUser, ProcessExecutor
+
+    monkeypatch.setenv("SECRET_KEY", "agent-only-secret")  # in this process's environment, as an agent's would be
+    nobody = PodUser.named("nobody")
+    outbox = Outbox(recorder, flush_s=0.02)
+    ex = ProcessExecutor("unit-node", reachable_root, outbox, ship_interval_s=0.1, pod_user=nobody)
+    ex.run()
+    try:
+        ex.start(pod("p-nobody", f'id -u; echo "home=$HOME"; echo "env=${{SECRET_KEY:-none}}"; '
+                                 f'cat /proc/{os.getpid()}/environ >/dev/null 2>&1 && echo READ-AGENT-ENV; '
+                                 f'cat {ex.state_path} >/dev/null 2>&1 && echo READ-AGENT-STATE; '
+                                 'echo step > "$OPENDLC_CKPT_DIR/last" && echo wrote-checkpoint'))
+        assert ended(recorder, "p-nobody")["status"] == "Succeeded"
+    finally:
+        ex.close()
+        outbox.close()
+    text = recorder.log_text("p-nobody")
+    assert text.splitlines()[0] == str(nobody.uid)
+    assert f"home={reachable_root / 'job-1' / 'p-nobody'}" in text and "env=none" in text
+    assert "READ-AGENT-ENV" not in text and "READ-AGENT-STATE" not in text
+    assert "wrote-checkpoint" in text
+
+
+def test_the_pod_user_must_exist_be_unprivileged_and_reach_the_pod_root(reachable_root):
+    from agent.process import PodUser
+
+    with pytest.raises(ValueError, match="no user 'no-such-user-here'"):
+        PodUser.named("no-such-user-here")
+    with pytest.raises(ValueError, match="must not run as root"):
+        PodUser.named("root")
+    stranger = PodUser("stranger", 54321, 54321, "/")
+    assert stranger.can_reach(reachable_root) is None  # /tmp, then a directory it may enter (0711)
+    reachable_root.parent.chmod(0o700)
+    assert stranger.can_reach(reachable_root) == str(reachable_root.parent)

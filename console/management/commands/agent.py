@@ -6,6 +6,7 @@ the platform only through the broker (heartbeats, pod reports, logs, progress), 
 """
 
 import logging
+import os
 import socket
 
 from django.conf import settings
@@ -25,6 +26,10 @@ class Command(BaseCommand):
                             help="How pods run: as containers of their image (podman, docker) or as processes on "
                                  "this host, without their image (process). Default: podman or docker where one "
                                  "works, else process.")
+        parser.add_argument("--pod-user", default=None,
+                            help="The process runtime runs pods as this unprivileged user (name or uid), so that a "
+                                 "pod cannot read the agent's environment or files. Default: nobody when the agent "
+                                 "runs as root, else the agent's own user; '' for the agent's own user.")
         parser.add_argument("--concurrency", type=int, default=4, help="Message-handling threads.")
         parser.add_argument("--loglevel", default="INFO")
 
@@ -47,19 +52,37 @@ class Command(BaseCommand):
         raise SystemExit(worker.exitcode or 0)
 
 
-def pod_executor(runtime: str | None, node: str, outbox):
+def process_executor(node: str, outbox, pod_user: str | None):
+    from agent.process import PodUser, ProcessExecutor
+
+    if pod_user is None:
+        pod_user = "nobody" if os.geteuid() == 0 else ""
+    user = None
+    if pod_user:
+        try:
+            user = PodUser.named(pod_user)
+        except ValueError as exc:
+            raise CommandError(f"--pod-user: {exc}") from None
+        if blocked := user.can_reach(settings.OPENDLC_POD_ROOT):
+            raise CommandError(f"--pod-user {user.name} cannot enter {blocked} on the way to the pod root "
+                               f"{settings.OPENDLC_POD_ROOT}: set OPENDLC_POD_ROOT to a directory it can reach, "
+                               "or give --pod-user")
+    log.info("process pods run as %s", user.name if user else "the agent's own user")
+    return ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox, pod_user=user)
+
+
+def pod_executor(runtime: str | None, node: str, outbox, pod_user: str | None = None):
     """The executor of `--runtime`; without one, a container runtime that works here, else processes."""
     from agent.container import ContainerExecutor, RuntimeNotFound, default_runtime, find_runtime
-    from agent.process import ProcessExecutor
 
     if runtime == "process":
-        return ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
+        return process_executor(node, outbox, pod_user)
     if runtime is None:
         found = default_runtime()
         if found is None:
             log.warning("no container runtime works on this node (podman or docker): pods run as processes on "
                         "the host, without their image")
-            return ProcessExecutor(node, settings.OPENDLC_POD_ROOT, outbox)
+            return process_executor(node, outbox, pod_user)
     else:
         try:
             found = find_runtime(runtime)
@@ -86,6 +109,6 @@ def build_agent(app, options):
     if options["simulated"]:
         return Agent(None, SimulatedExecutor(outbox), outbox, None, send_heartbeat=send_heartbeat, heartbeat_s=interval)
     node = options["node"] or socket.gethostname()
-    executor = pod_executor(options.get("runtime"), node, outbox)
+    executor = pod_executor(options.get("runtime"), node, outbox, options.get("pod_user"))
     return Agent(node, executor, outbox, discover(), send_heartbeat=send_heartbeat, heartbeat_s=interval,
                  quota=options["quota"], sampler=PodSampler())

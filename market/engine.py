@@ -197,7 +197,13 @@ def average_price(prices: Sequence[Decimal]) -> Decimal:
     """Mean of a window of market prices; Lingjun releases a bid below this average."""
     if not prices:
         raise ValueError("average_price needs at least one price")
-    return (sum(prices, Decimal(0)) / len(prices)).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+    return mean_price(sum(prices, Decimal(0)), len(prices))
+
+
+def mean_price(total: Decimal, count: int) -> Decimal:
+    """``total / count`` rounded as a price: average_price's rounding, for callers that keep a
+    running sum over a sliding window (market.advisor) instead of re-adding the window."""
+    return (total / count).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
 
 
 def tick_of(at: datetime, params: MarketParams = DEFAULT_PARAMS) -> int:

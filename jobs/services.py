@@ -31,7 +31,7 @@ from jobs.models import (
     Source, pod_name,
 )
 from jobs.states import ACTIVE, FINAL, WAITING, JobStatus
-from market.bids import validate_spot_bid
+from market.bids import DEFAULT_SPOT_DURATION_HOURS, validate_spot_bid
 from quotas.models import Membership, Node, Quota, ResourceSpec, ResourceType, Role, Workspace
 from quotas.tree import subtrees
 
@@ -190,7 +190,7 @@ def _role_rows(job: Job, role: RoleRequest, spec: ResourceSpec | None, now) -> l
         cpu=own and own.cpu, memory_mib=own and own.memory_mib, gpu=own and own.gpu,
         spot_strategy=role.spot_strategy, spot_discount_limit=role.spot_discount_limit,
         spot_price_limit=role.spot_price_limit,
-        spot_duration_hours=1 if role.spot_duration_hours is None else role.spot_duration_hours,
+        spot_duration_hours=DEFAULT_SPOT_DURATION_HOURS if role.spot_duration_hours is None else role.spot_duration_hours,
     )
     shape = own or spec
     return [row, *(Pod(pod_id=pod_name(job.job_id, role.role, i), role=role.role, index=i, incarnation=0,

@@ -49,6 +49,10 @@ class BidOutlook:
     on_demand_price: Decimal
 
     @property
+    def recorded_days(self) -> Decimal | None:
+        return _ratio(Decimal(self.minutes), DAY_MINUTES)
+
+    @property
     def held_share(self) -> Decimal | None:
         return _ratio(Decimal(self.held_minutes), self.minutes)
 

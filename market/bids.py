@@ -17,6 +17,7 @@ ECS = "ECS"
 LINGJUN = "Lingjun"
 DISCOUNTS = tuple(Decimal(n) / 10 for n in range(1, 10))  # 0.1 .. 0.9
 SPOT_DURATIONS = (0, 1)  # protection period in hours
+DEFAULT_SPOT_DURATION_HOURS = 1  # when SpotDuration is not given, as on PAI
 VPC_FIELDS = ("VpcId", "SwitchId", "SecurityGroupId")
 
 
@@ -64,7 +65,7 @@ def _price_limit_errors(value: Any, on_demand_price: Decimal) -> list[FieldError
     low, high = market_range(on_demand_price)
     price = as_decimal(value)
     if price is None or not low <= price <= high:
-        return [_error("SpotSpec.SpotPriceLimit", f"must be a price within the market range {low} to {high}, got {shown(value)}")]
+        return [_error("SpotSpec.SpotPriceLimit", f"must be a price per node-minute within the market range {low} to {high}, got {shown(value)}")]
     return []
 
 

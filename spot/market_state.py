@@ -6,6 +6,8 @@ Two readers, one source (PriceHistory plus a live look at the pools):
   a public pool and a recorded price, ``Market(price, avg_last_hour, stock_status)``.
 - ``spot_offers(now)`` for ListEcsSpecs and the console: per instance type, on-demand price,
   market price, discount (price / on-demand, the API's ``NonProtectSpotDiscount``), stock.
+- ``bid_outlooks(spec, bid, now)`` for the console's bid advisor: how a bid would have fared over
+  the last 1, 7 and 30 days (market.advisor), under the scheduler's release rule.
 
 All prices are Decimal per node-minute; pages show per hour by multiplying by 60.
 
@@ -25,15 +27,18 @@ from typing import NamedTuple
 
 from django.utils import timezone
 
-from market.bids import market_range
+from market.advisor import BidOutlook, bid_outlook
+from market.bids import DEFAULT_SPOT_DURATION_HOURS, market_range
 from market.billing import PriceSeries
 from market.engine import average_price, spot_discount, tick_of, time_of
 from quotas.models import ResourceSpec
-from scheduler.spot import WITHOUT_STOCK
+from scheduler import MarketState
+from scheduler.spot import WITHOUT_STOCK, release_price
 from spot.models import PriceHistory
 from spot.pool import public_pools
 
 HOUR_MINUTES = 60
+ADVICE_DAYS = (1, 7, 30)
 LOOKBACK = timedelta(hours=2)  # rows fetched before the hour in one query; older anchors cost one more
 
 
@@ -153,3 +158,23 @@ def price_history(instance_type: str, start: datetime, end: datetime) -> list[Pr
     rows = PriceHistory.objects.filter(spec=spec, at__gte=start, at__lte=end).order_by("at")
     on_demand = spec.on_demand_price_per_minute
     return [PricePoint(at, price, spot_discount(price, on_demand)) for at, price in rows.values_list("at", "price")]
+
+
+def bid_outlooks(spec: ResourceSpec, bid: Decimal, now: datetime | None = None) -> list[BidOutlook]:
+    """How ``bid`` (per node-minute) on the spec's spot market would have fared over each of the
+    last ADVICE_DAYS days: the scheduler's release rule for its resource type, and the protection
+    period a job gets when it names none (the form names none)."""
+    now = now or timezone.now()
+    since = now - timedelta(days=max(ADVICE_DAYS), hours=1)  # an hour more: Lingjun's average
+    rows = PriceHistory.objects.filter(spec=spec)
+    prices = dict(rows.filter(at__gt=since, at__lte=now).values_list("at", "price"))
+    anchor = rows.filter(at__lte=since).order_by("-at").values_list("at", "price").first()
+    if anchor is not None:
+        prices[anchor[0]] = anchor[1]
+
+    def release(price: Decimal, average: Decimal) -> Decimal:
+        return release_price(MarketState(spec.instance_type, price, average, spec.resource_type))
+
+    return [bid_outlook(prices, bid=bid, on_demand_price=spec.on_demand_price_per_minute, release_price=release,
+                        now=now, days=days, protection=timedelta(hours=DEFAULT_SPOT_DURATION_HOURS))
+            for days in ADVICE_DAYS]

@@ -1,8 +1,9 @@
 """Create Job: the form of the PAI console, its HTMX refreshes, submission and Clone.
 
 Fields appear and disappear with the chosen Resource Type, Source and Automatic Fault Tolerance:
-with JavaScript a change re-renders the `form-body` partial (hx-get with the form's values), without
-it the "Apply" button posts the form back with `_action=refresh` and the page re-renders. Neither
+with JavaScript a change re-renders the `form-body` partial (hx-post with `_action=refresh`, so the
+form's values, hidden environment variables included, stay out of URLs and logs), without it the
+"Apply" button posts the same and the page re-renders. Neither
 validates; only Confirm does, first the form's shape and then jobs.services.create_job's rules.
 """
 

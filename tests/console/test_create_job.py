@@ -251,3 +251,12 @@ def test_clone_rounds_memory_given_in_mib_up_to_whole_gib(alice_client, alice):
     job = quota_job(alice, "small", resources=PodResources(gpu=0, cpu=2, memory_mib=1536))  # API: Memory "1536Mi"
     html = alice_client.get(f"/jobs/create/?clone={job.job_id}").content.decode()
     assert re.search(r'name="roles-0-memory_gib" value="2"', html)
+
+
+def test_a_refresh_posts_the_form_so_hidden_variables_stay_out_of_the_url(alice_client):
+    html = alice_client.get("/jobs/create/").content.decode()
+    assert "_refresh=1" not in html and html.count("""hx-vals='{"_action": "refresh"}'""") == 2
+    response = alice_client.post("/jobs/create/", form_data(source="spot", _action="refresh", hidden_envs="TOKEN=s3cret"),
+                                 HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert body.lstrip().startswith('<div id="form-body">') and "field-error" not in body

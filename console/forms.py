@@ -5,7 +5,7 @@ jobs.services.create_job's, and its field errors are put back next to the inputs
 """
 
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django import forms
 from django.forms import formset_factory
@@ -14,6 +14,7 @@ from datasets.models import CodeSource, Dataset
 from datasets.services import visible_code_sources, visible_datasets
 from jobs.models import Accessibility, FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from jobs.services import POD_RESOURCE_LIMITS
+from market.engine import PRICE_PLACES
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
 from quotas.services import assignable_nodes, parent_choices, workspace_choices
 
@@ -201,7 +202,76 @@ def node_amount(label: str, low: int, high: int) -> forms.IntegerField:
     )
 
 
-class RoleForm(forms.Form):
+BY_DISCOUNT, BY_PRICE_LIMIT = "discount", "price_limit"
+# create_job's names for a role's bid -> BidForm's inputs, where their errors are shown.
+BID_FIELDS = {"spot_strategy": "bid_discount", "spot_discount_limit": "bid_discount",
+              "spot_price_limit": "bid_price_limit", "spot_duration_hours": "bid_discount"}
+
+
+class BidForm(forms.Form):
+    """A spot bid as the console takes it: a discount of the on-demand price (SpotDiscountLimit), or a
+    price limit per node-hour (SpotPriceLimit, which the API keeps per node-minute: `price_limit`
+    converts). Shape only; what a bid may be is market.bids.validate_spot_bid's (via create_job).
+    The Job Resource rows bid with it, and so does the bid advisor."""
+
+    bid_kind = forms.ChoiceField(
+        label="Bid by", choices=[(BY_DISCOUNT, "Discount"), (BY_PRICE_LIMIT, "Price limit")], initial=BY_DISCOUNT,
+        required=False, widget=forms.RadioSelect,
+    )
+    bid_discount = forms.TypedChoiceField(
+        label="Bid Price (Discount)", choices=[("", "Select a discount"), *DISCOUNTS], coerce=Decimal, required=False, empty_value=None,
+        error_messages={"invalid_choice": "Bid Price (Discount) must be one of 10%%, 20%%, ... 90%% of the on-demand price; %(value)s is not allowed."},
+    )
+    bid_price_limit = forms.DecimalField(
+        label="Bid Price Limit (/h)", required=False, min_value=0, max_digits=16, decimal_places=6,
+        widget=forms.NumberInput(attrs={"step": "0.0001", "placeholder": "per node-hour"}),
+        error_messages={"invalid": "Bid Price Limit must be a price per node-hour, such as 12.5.",
+                        "min_value": "Bid Price Limit must be a price per node-hour above 0.",
+                        "max_digits": "Bid Price Limit must be a price per node-hour with at most 6 decimals.",
+                        "max_decimal_places": "Bid Price Limit must be a price per node-hour with at most 6 decimals.",
+                        "max_whole_digits": "Bid Price Limit must be a price per node-hour below 10,000,000,000."},
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        kind = self.add_prefix("bid_kind")
+        if self.is_bound and not self.data.get(kind):
+            # A bid that names no kind is a discount, the form's first choice: show that radio
+            # checked rather than neither (a link or an older page may send only bid_discount).
+            self.data = self.data.copy()
+            self.data[kind] = BY_DISCOUNT
+
+    def clean(self):
+        data = super().clean()
+        data["bid_kind"] = data.get("bid_kind") or BY_DISCOUNT
+        # Only the chosen kind counts: the other input may still hold an earlier value.
+        data["bid_discount" if data["bid_kind"] == BY_PRICE_LIMIT else "bid_price_limit"] = None
+        return data
+
+    def require_bid(self) -> None:
+        """A spot role must bid: an error on the chosen kind's input when it is empty."""
+        data = self.cleaned_data
+        if data.get("bid_kind") == BY_PRICE_LIMIT:
+            if data.get("bid_price_limit") is None and "bid_price_limit" not in self.errors:
+                self.add_error("bid_price_limit", "Enter a Bid Price Limit per node-hour for Preemptible Resources, "
+                                                  "within the market price range shown.")
+        elif data.get("bid_discount") is None and "bid_discount" not in self.errors:
+            self.add_error("bid_discount", "Choose a Bid Price (Discount) between 10% and 90% for Preemptible Resources.")
+
+    def spot_limits(self) -> dict:
+        """After validation: create_job's spot_discount_limit / spot_price_limit (per node-minute)."""
+        data = self.cleaned_data
+        price = data.get("bid_price_limit")
+        return {"spot_discount_limit": data.get("bid_discount"),
+                "spot_price_limit": None if price is None else price_limit(price)}
+
+
+def price_limit(per_hour: Decimal) -> Decimal:
+    """A price per node-hour as the API's per node-minute SpotPriceLimit, rounded as prices are."""
+    return (per_hour / 60).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+
+
+class RoleForm(BidForm):
     """One row of the Job Resource table. On a Resource Quota the row gives a Resource Specification,
     or leaves it empty and gives each node's GPUs, vCPUs and Memory (PAI's ResourceConfig); the
     other sources need a specification and do not show the three amounts."""
@@ -217,10 +287,6 @@ class RoleForm(forms.Form):
     gpu = node_amount("GPUs", *POD_RESOURCE_LIMITS["gpu"][:2])
     cpu = node_amount("vCPUs", *POD_RESOURCE_LIMITS["cpu"][:2])
     memory_gib = node_amount("Memory (GiB)", 1, POD_RESOURCE_LIMITS["memory_mib"][1] // 1024)  # whole GiB
-    bid_discount = forms.TypedChoiceField(
-        label="Bid Price (Discount)", choices=[("", "Select a discount"), *DISCOUNTS], coerce=Decimal, required=False, empty_value=None,
-        error_messages={"invalid_choice": "Bid Price (Discount) must be one of 10%%, 20%%, ... 90%% of the on-demand price; %(value)s is not allowed."},
-    )
 
     def __init__(self, *args, resource_type=ResourceType.ECS, source=Source.QUOTA, **kwargs):
         super().__init__(*args, **kwargs)
@@ -234,10 +300,10 @@ class RoleForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if self.source == Source.SPOT and data.get("bid_discount") is None and "bid_discount" not in self.errors:
-            self.add_error("bid_discount", "Choose a Bid Price (Discount) between 10% and 90% for Preemptible Resources.")
-        if self.source != Source.SPOT:
-            data["bid_discount"] = None
+        if self.source == Source.SPOT:
+            self.require_bid()
+        else:
+            data["bid_discount"] = data["bid_price_limit"] = None
         if self.source == Source.QUOTA:
             self._clean_node_amounts(data)
         return data

@@ -13,13 +13,14 @@ from django.contrib.auth.decorators import login_required
 from django.forms.utils import ErrorDict, ErrorList
 from django.shortcuts import redirect
 
-from console.forms import NODE_AMOUNTS, JobForm, RoleFormSet
+from console.forms import BID_FIELDS, BY_DISCOUNT, BY_PRICE_LIMIT, NODE_AMOUNTS, JobForm, RoleFormSet
 from console.pages.base import current_workspace, job_queryset, page
-from console.pages.market_data import market_rows
+from console.pages.market_data import market_rows, with_hourly_range
 from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
 from jobs.models import Accessibility, Source
 from jobs.services import CustomEnv, JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
+from market.bids import SPOT_WITH_PRICE_LIMIT
 
 PREFIX = "roles"
 REFRESH_ACTIONS = {"refresh", "add_role"}
@@ -125,12 +126,19 @@ def _clone_about(job) -> dict:
 
 
 def role_initial(spec) -> dict:
-    row = {"role": spec.role, "pod_count": spec.pod_count,
-           "bid_discount": f"{spec.spot_discount_limit.normalize()}" if spec.spot_discount_limit is not None else None}
+    row = {"role": spec.role, "pod_count": spec.pod_count, **bid_initial(spec)}
     if spec.spec_id is not None:
         return row | {"spec": spec.spec.instance_type}
     # The API takes memory in MiB, the form whole GiB: round up, so the copy's pods get no less.
     return row | {"gpu": spec.gpu, "cpu": spec.cpu, "memory_gib": -(-spec.memory_mib // 1024)}
+
+
+def bid_initial(spec) -> dict:
+    """The row's bid as the form shows it: a discount, or a price limit per node-hour."""
+    if spec.spot_price_limit is not None:
+        return {"bid_kind": BY_PRICE_LIMIT, "bid_price_limit": f"{(spec.spot_price_limit * 60).normalize()}"}
+    discount = spec.spot_discount_limit
+    return {"bid_kind": BY_DISCOUNT, "bid_discount": f"{discount.normalize()}" if discount is not None else None}
 
 
 def submit(request, workspace, form, roles):
@@ -159,20 +167,21 @@ def to_request(form, roles, workspace) -> JobRequest:
         ft_policy=data["ft_policy"], ft_other_config=data["ft_other_config"],
         description=data["description"], accessibility=data["accessibility"] or Accessibility.PUBLIC, tags=data["tags"],
         custom_envs=[CustomEnv(key=k, value=v, visible=False) for k, v in data["hidden_envs"].items()],
-        roles=[role_request(r.cleaned_data, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)],
+        roles=[role_request(r, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)],
         data_sources=[JobDataSource(d.dataset_id) for d in data["datasets"]],
         code_source=JobCodeSource(data["code_source"].code_source_id) if data["code_source"] else None,
     )
 
 
-def role_request(row: dict, job: dict) -> RoleRequest:
+def role_request(role_form, job: dict) -> RoleRequest:
+    row = role_form.cleaned_data
     spot, spec = job["source"] == Source.SPOT, row["spec"]
     own = None if spec else PodResources(gpu=row["gpu"], cpu=row["cpu"], memory_mib=row["memory_gib"] * 1024)
     return RoleRequest(
         role=row["role"], pod_count=row["pod_count"], instance_type=spec.instance_type if spec else "",
         resources=own, image=job["image"],
-        spot_strategy="SpotWithPriceLimit" if spot else "",
-        spot_discount_limit=row["bid_discount"] if spot else None,
+        spot_strategy=SPOT_WITH_PRICE_LIMIT if spot else "",
+        **(role_form.spot_limits() if spot else {}),
     )
 
 
@@ -183,8 +192,7 @@ JOB_FIELDS = {
     **{f"user_vpc.{k}": f for k, f in VPC_FIELDS.items()},
 }
 ROLE_FIELDS = {
-    "role": "role", "pod_count": "pod_count", "instance_type": "spec", "spot_strategy": "bid_discount",
-    "spot_discount_limit": "bid_discount", "spot_price_limit": "bid_discount", "spot_duration_hours": "bid_discount",
+    "role": "role", "pod_count": "pod_count", "instance_type": "spec", **BID_FIELDS,
     # The pods' own resources: the choice between them and a specification, then each amount.
     "resource_config": "spec", "resource_config.gpu": "gpu", "resource_config.cpu": "cpu",
     "resource_config.memory_mib": "memory_gib",
@@ -200,7 +208,9 @@ def apply_service_errors(form, roles, errors: dict[str, str]) -> None:
         if match and match[2] == "image":
             form.add_error("image", message)
         elif match and int(match[1]) < len(live_roles) and match[2] in ROLE_FIELDS:
-            live_roles[int(match[1])].add_error(ROLE_FIELDS[match[2]], message)
+            role_form = live_roles[int(match[1])]
+            role_form.add_error(ROLE_FIELDS[match[2]], with_hourly_range(message, role_form.cleaned_data.get("spec"))
+                                if match[2] == "spot_price_limit" else message)
         elif key.startswith(("data_sources", "code_source")):
             form.add_error("datasets" if key.startswith("data_sources") else "code_source", message)
         elif key == "roles":
@@ -224,3 +234,4 @@ def form_context(form, roles, workspace) -> dict:
         "show_quota": form.chosen_source == Source.QUOTA, "spot": form.chosen_source == Source.SPOT,
         "can_add_role": len(roles.forms) < RoleFormSet.max_num, "clone_of": getattr(form, "clone_of", None),
     }
+

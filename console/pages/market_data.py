@@ -55,3 +55,17 @@ def history(spec: ResourceSpec, days: int, now=None) -> list[tuple]:
 
 def per_hour(price: Decimal) -> float:
     return float(price * 60)
+
+
+def with_hourly_range(message: str, spec: ResourceSpec | None) -> str:
+    """A price-limit refusal (its figures per node-minute, the API's unit) next to an input per
+    node-hour: the market range per node-hour too."""
+    if spec is None:
+        return message
+    low, high = market_range(spec.on_demand_price_per_minute)
+    return f"{message} (per node-hour: {per_hour_text(low)} to {per_hour_text(high)})"
+
+
+def per_hour_text(price: Decimal) -> str:
+    return f"{price * 60:.4f}"
+

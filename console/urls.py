@@ -20,6 +20,7 @@ console_patterns = [
     path("nodes/<str:name>/operate", quotas.node_operate, name="node-operate"),
     path("spot/", market.market, name="market"),
     path("spot/<str:instance_type>/history/", market.price_chart, name="price-chart"),
+    path("spot/<str:instance_type>/advice/", market.bid_advice, name="bid-advice"),
     path("billing/", billing.billing, name="billing"),
     path("billing/export.csv", billing.billing_csv, name="billing-csv"),
     path("access-keys/", keys.key_list, name="access-keys"),

@@ -3,7 +3,8 @@
 Fields appear and disappear with the chosen Resource Type, Source and Automatic Fault Tolerance:
 with JavaScript a change re-renders the `form-body` partial (hx-post with `_action=refresh`, so the
 form's values, hidden environment variables included, stay out of URLs and logs), without it the
-"Apply" button posts the same and the page re-renders. Neither
+"Apply" button posts the same and the page re-renders. A spot row's bid advisor refreshes alone
+(console:bid-advice, with only that row's bid). Neither
 validates; only Confirm does, first the form's shape and then jobs.services.create_job's rules.
 """
 
@@ -13,9 +14,9 @@ from django.contrib.auth.decorators import login_required
 from django.forms.utils import ErrorDict, ErrorList
 from django.shortcuts import redirect
 
-from console.forms import BID_FIELDS, BY_DISCOUNT, BY_PRICE_LIMIT, NODE_AMOUNTS, JobForm, RoleFormSet
+from console.forms import BID_FIELDS, BY_DISCOUNT, BY_PRICE_LIMIT, NODE_AMOUNTS, BidForm, JobForm, RoleFormSet
 from console.pages.base import current_workspace, job_queryset, page
-from console.pages.market_data import market_rows, with_hourly_range
+from console.pages.market_data import advise, market_rows, with_hourly_range
 from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
 from jobs.models import Accessibility, Source
@@ -223,15 +224,24 @@ def apply_service_errors(form, roles, errors: dict[str, str]) -> None:
 
 def form_context(form, roles, workspace) -> dict:
     markets = {m["spec"].instance_type: m for m in market_rows()}
+    spot = form.chosen_source == Source.SPOT
     rows = []
     for role_form in roles.forms:
         value = role_form["spec"].value()
         market = markets.get(getattr(value, "instance_type", value))
         amounts = [role_form[name] for name in NODE_AMOUNTS if name in role_form.fields]  # Resource Quota only
-        rows.append({"form": role_form, "market": market, "amounts": amounts})
+        advice = advise(market["spec"], row_bid(role_form)) if spot and market else None
+        rows.append({"form": role_form, "market": market, "amounts": amounts, "advice": advice})
     return {
         "form": form, "roles": roles, "role_rows": rows, "workspace": workspace,
-        "show_quota": form.chosen_source == Source.QUOTA, "spot": form.chosen_source == Source.SPOT,
+        "show_quota": form.chosen_source == Source.QUOTA, "spot": spot,
         "can_add_role": len(roles.forms) < RoleFormSet.max_num, "clone_of": getattr(form, "clone_of", None),
     }
 
+
+def row_bid(role_form) -> BidForm:
+    """The row's bid alone, as typed (or as cloned), for the bid advisor."""
+    if role_form.is_bound:
+        return BidForm(role_form.data, prefix=role_form.prefix)
+    return BidForm({role_form.add_prefix(k): v for k, v in role_form.initial.items() if v is not None},
+                   prefix=role_form.prefix)

@@ -1,13 +1,16 @@
 """Spot Market: each public pool's on-demand and market price, discount, stock; History Price."""
 
 import json
+import re
 
 import plotly.graph_objects as go
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 
+from console.forms import BidForm
 from console.pages.base import page
-from console.pages.market_data import RANGES, history, market_rows, per_hour
+from console.pages.market_data import RANGES, advise, history, market_rows, per_hour
 from quotas.models import ResourceSpec
 
 
@@ -16,29 +19,53 @@ def market(request):
     rows = market_rows()
     chosen = request.GET.get("spec") or (rows[0]["spec"].instance_type if rows else None)
     context = {"rows": rows}
+    status = 200
     if chosen:
-        context |= chart_context(get_object_or_404(ResourceSpec, instance_type=chosen), request.GET.get("range"))
-    return page(request, "console/market/market.html", context, nav="market")
+        spec = get_object_or_404(ResourceSpec, instance_type=chosen)
+        context |= chart_context(spec, request.GET.get("range"), advise(spec, BidForm(request.GET)))
+        status = 400 if context["advice"].form.errors else 200
+    return page(request, "console/market/market.html", context, nav="market", status=status)
 
 
 @login_required
 def price_chart(request, instance_type):
-    """The History Price chart partial (the Spot Market page and the Create Job modal swap it in)."""
+    """The History Price chart partial with the bid advisor (the Spot Market page and the Create Job
+    modal swap it in); a bid in the query (bid_kind, bid_discount or bid_price_limit) is drawn."""
     spec = get_object_or_404(ResourceSpec, instance_type=instance_type)
-    return render(request, "console/market/market.html#chart", chart_context(spec, request.GET.get("range")))
+    advice = advise(spec, BidForm(request.GET))
+    return render(request, "console/market/market.html#chart", chart_context(spec, request.GET.get("range"), advice),
+                  status=400 if advice.form.errors else 200)
 
 
-def chart_context(spec, range_key) -> dict:
+ROLE_PREFIX = re.compile(r"^roles-\d{1,2}$")
+
+
+@login_required
+def bid_advice(request, instance_type):
+    """The bid advisor panel of a Job Resource row: only the row's bid travels (prefix=roles-N),
+    never the rest of the form."""
+    spec = get_object_or_404(ResourceSpec, instance_type=instance_type)
+    prefix = request.GET.get("prefix", "")
+    if not ROLE_PREFIX.match(prefix):
+        return HttpResponseBadRequest("prefix must name a Job Resource row, such as roles-0")
+    advice = advise(spec, BidForm(request.GET, prefix=prefix))
+    return render(request, "console/market/_advice.html", {"advice": advice, "chart_link": True},
+                  status=400 if advice.form.errors else 200)
+
+
+def chart_context(spec, range_key, advice) -> dict:
     range_key = range_key if range_key in RANGES else "1d"
     points = history(spec, RANGES[range_key])
+    bid_key = f"-bid{advice.bid}".replace(".", "_") if advice.bid is not None else ""
     return {
-        "chart_spec": spec, "range": range_key, "ranges": list(RANGES), "points": len(points),
-        "figure": price_figure(spec, points, range_key), "figure_id": f"fig-{spec.pk}-{range_key}",
+        "chart_spec": spec, "range": range_key, "ranges": list(RANGES), "points": len(points), "advice": advice,
+        "figure": price_figure(spec, points, range_key, advice.bid), "figure_id": f"fig-{spec.pk}-{range_key}{bid_key}",
     }
 
 
-def price_figure(spec, points, range_key) -> dict:
-    """A Plotly figure (as plain JSON data) of the market price per hour, held between ticks."""
+def price_figure(spec, points, range_key, bid=None) -> dict:
+    """A Plotly figure (as plain JSON data) of the market price per hour, held between ticks, and the
+    bid (per node-minute) as a line when there is one."""
     times = [at.isoformat() for at, _ in points]
     on_demand = per_hour(spec.on_demand_price_per_minute)
     fig = go.Figure()
@@ -50,6 +77,11 @@ def price_figure(spec, points, range_key) -> dict:
         fig.add_trace(go.Scatter(
             x=[times[0], times[-1]], y=[on_demand, on_demand], name="On-demand", mode="lines",
             line={"dash": "dot", "color": "#646a73", "width": 1},
+        ))
+    if times and bid is not None:
+        fig.add_trace(go.Scatter(
+            x=[times[0], times[-1]], y=[per_hour(bid)] * 2, name=f"Your bid ({per_hour(bid):.4f} /h)", mode="lines",
+            line={"dash": "dash", "color": "#1f6feb", "width": 2},
         ))
     fig.update_layout(
         title={"text": f"{spec.instance_type} · market price, last {range_key}", "font": {"size": 14}},

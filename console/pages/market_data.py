@@ -4,16 +4,21 @@ Prices are stored per node-minute (ResourceSpec.on_demand_price_per_minute, Pric
 templates show them per hour with the `per_hour` filter.
 """
 
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from urllib.parse import urlencode
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from market.bids import market_range
+from console.forms import BID_FIELDS, BidForm
+from jobs.services import SPOT_FIELDS
+from market.advisor import BidOutlook
+from market.bids import SPOT_WITH_PRICE_LIMIT, bid_price, market_range, validate_spot_bid
 from market.engine import spot_discount
 from quotas.models import Node, ResourceSpec
-from spot.market_state import current_markets
+from spot.market_state import bid_outlooks, current_markets
 from spot.models import PriceHistory
 
 RANGES = {"1d": 1, "3d": 3, "7d": 7}
@@ -69,3 +74,44 @@ def with_hourly_range(message: str, spec: ResourceSpec | None) -> str:
 def per_hour_text(price: Decimal) -> str:
     return f"{price * 60:.4f}"
 
+
+@dataclass(frozen=True)
+class Advice:
+    """The bid advisor's panel for one instance type and one bid (console/market/_advice.html)."""
+
+    spec: ResourceSpec
+    form: BidForm  # bound; its errors name the input at fault
+    bid: Decimal | None = None  # per node-minute; None: no bid yet, or a refused one
+    outlooks: tuple[BidOutlook, ...] = ()
+
+    @property
+    def query(self) -> str:
+        """The bid as the History Price chart's query string (no other field of the form)."""
+        if self.bid is None:
+            return ""
+        data = self.form.cleaned_data
+        value = data["bid_discount"] if data["bid_kind"] == "discount" else data["bid_price_limit"]
+        return urlencode({"bid_kind": data["bid_kind"], f"bid_{data['bid_kind']}": value})
+
+
+def advise(spec: ResourceSpec, form: BidForm, now=None) -> Advice:
+    """How the form's bid would have fared on the spec's market (spot.market_state.bid_outlooks).
+    The bid is checked by market.bids.validate_spot_bid, as create_job checks it; its refusals go
+    on the form's inputs."""
+    if not form.is_valid():
+        return Advice(spec, form)
+    limits = form.spot_limits()
+    if all(v is None for v in limits.values()):
+        return Advice(spec, form)  # nothing to judge yet
+    on_demand = spec.on_demand_price_per_minute
+    spot_spec = {"SpotStrategy": SPOT_WITH_PRICE_LIMIT, "SpotDiscountLimit": limits["spot_discount_limit"],
+                 "SpotPriceLimit": limits["spot_price_limit"]}
+    for problem in validate_spot_bid(spot_spec, resource_type=spec.resource_type, on_demand_price=on_demand):
+        if problem["field"].startswith("SpotSpec"):  # a VPC is the job's business, not the bid's
+            field = BID_FIELDS[SPOT_FIELDS[problem["field"]]]
+            message = with_hourly_range(problem["message"], spec) if field == "bid_price_limit" else problem["message"]
+            form.add_error(field, message)
+    if form.errors:
+        return Advice(spec, form)
+    bid = bid_price(on_demand, discount=limits["spot_discount_limit"], price_limit=limits["spot_price_limit"])
+    return Advice(spec, form, bid, tuple(bid_outlooks(spec, bid, now)))

@@ -24,10 +24,17 @@ def money(amount) -> str:
 
 
 @register.filter
-def percent(ratio) -> str:
+def percent(ratio, places=0) -> str:
     if ratio in (None, ""):
         return "–"
-    return f"{Decimal(ratio) * 100:.0f}%"
+    return f"{Decimal(ratio) * 100:.{int(places)}f}%"
+
+
+@register.filter
+def field_label(form, name) -> str:
+    """The label of a form's field by name, for an error shown away from its input."""
+    field = form.fields.get(name)
+    return field.label if field is not None else name
 
 
 @register.filter

@@ -11,5 +11,13 @@
     });
   }
   document.addEventListener("htmx:load", function (e) { draw(e.detail.elt); });
+  // A refused bid answers 400 with the panel naming the input at fault: show it, as a 200 would be.
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var elt = e.detail.requestConfig && e.detail.requestConfig.elt;
+    if (e.detail.xhr.status === 400 && elt && elt.closest && elt.closest("[data-swap-400]")) {
+      e.detail.shouldSwap = true;
+      e.detail.isError = false;
+    }
+  });
   window.addEventListener("load", function () { draw(document); });
 })();

@@ -223,3 +223,82 @@ def test_history_price_draws_the_plotly_chart(page, demo_cluster):
     page.locator("#price-dialog .main-svg").first.wait_for()
     assert page.locator("#price-dialog .scatterlayer .trace").count() >= 1
     shot(page, "history-price-chart")
+
+
+def seed_spike(instance_type, now):
+    """Two days at 30 % of on-demand but 70 % for the two hours from 10 hours before ``now``."""
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from quotas.models import ResourceSpec
+    from spot.models import PriceHistory
+
+    spec = ResourceSpec.objects.get(instance_type=instance_type)
+    last = now.replace(second=0, microsecond=0)
+    rows = [(last - timedelta(minutes=2879), "0.3"), (last - timedelta(minutes=600), "0.7"), (last - timedelta(minutes=480), "0.3")]
+    PriceHistory.objects.bulk_create(PriceHistory(spec=spec, at=at, price=spec.on_demand_price_per_minute * Decimal(r))
+                                     for at, r in rows)
+
+
+@pytest.fixture
+def advisor_now(monkeypatch):
+    """The advisor's windows end at the test's start, however long the browser takes."""
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    monkeypatch.setattr("spot.market_state.timezone", SimpleNamespace(now=lambda: now))
+    return now
+
+
+def advised(page, scope, row, days):
+    return page.locator(f'{scope} tr[data-row="{row}"] td[data-days="{days}"]').inner_text()
+
+
+def test_a_spot_row_advises_a_price_limit_draws_it_on_the_chart_and_submits_it(page, demo_cluster, advisor_now):
+    # The figures of tests/console/test_bid_advisor.py: a bid of 0.4950 an hour on ecs.g7.xlarge
+    # (on-demand 0.99) is released once by the spike and holds 91.7 % of the last day.
+    seed_spike("ecs.g7.xlarge", advisor_now)
+    login(page, "alice")
+    page.goto("/jobs/create/")
+    choose(page, "Preemptible Resources")
+    page.select_option("#id_roles-0-spec", "ecs.g7.xlarge")
+    settle(page)
+    assert "choose a bid" in page.locator("#advice-roles-0").inner_text()
+    page.check("#id_roles-0-bid_kind_1")  # Price limit
+    assert not page.locator("#id_roles-0-bid_discount").is_visible()
+    page.fill("#id_roles-0-bid_price_limit", "0.495")
+    page.locator('#advice-roles-0 tr[data-row="held"]').wait_for()
+    settle(page)
+    assert [advised(page, "#advice-roles-0", "held", d) for d in (1, 7, 30)] == ["91.7%", "95.8%", "95.8%"]
+    assert advised(page, "#advice-roles-0", "releases", 1) == "1.00"
+    assert advised(page, "#advice-roles-0", "expected", 1) == "0.2970"
+    assert advised(page, "#advice-roles-0", "saving", 1) == "0.6930 (70.0%)"
+    page.locator("tr.role-row, tr.advice-row").first.scroll_into_view_if_needed()
+    page.locator("table.roles").screenshot(path="/tmp/bid-advisor-create-job.png")
+    shot(page, "bid-advisor-create-job")
+
+    page.click("#advice-roles-0 a.history-price")
+    page.locator("#price-dialog .legendtext", has_text="Your bid (0.4950 /h)").wait_for()
+    page.locator("#price-dialog").screenshot(path="/tmp/bid-advisor-chart.png")
+    page.click("#price-dialog button[aria-label=Close]")
+
+    page.fill("#id_display_name", "spot-by-price")
+    page.fill("#id_image", "pytorch:2.3-gpu")
+    page.fill("#id_user_command", "python train.py")
+    page.click("button[value=submit]")
+    page.wait_for_url(re.compile(r"/jobs/dlc\w+/$"))
+    spec = Job.objects.get(display_name="spot-by-price").specs.get()
+    assert (str(spec.spot_price_limit), spec.spot_discount_limit) == ("0.008250", None)  # 0.495 / 60 a minute
+
+
+def test_the_spot_market_page_advises_a_bid_typed_under_its_chart(page, demo_cluster, advisor_now):
+    seed_spike("ecs.g7.xlarge", advisor_now)
+    login(page, "alice")
+    page.goto("/spot/?spec=ecs.g7.xlarge")
+    page.select_option("#price-chart select[name=bid_discount]", label="50%")
+    page.locator('#price-chart tr[data-row="held"]').wait_for()
+    page.locator("#price-chart .legendtext", has_text="Your bid (0.4950 /h)").wait_for()
+    assert advised(page, "#price-chart", "held", 1) == "91.7%"
+    page.locator("#price-chart").screenshot(path="/tmp/bid-advisor-spot-market.png")

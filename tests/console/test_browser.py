@@ -83,6 +83,11 @@ def shot(page, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+def element_shot(locator, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    locator.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
 def choose(page, label_text):
     page.locator("label.radio", has_text=label_text).first.click()
     settle(page)
@@ -276,12 +281,11 @@ def test_a_spot_row_advises_a_price_limit_draws_it_on_the_chart_and_submits_it(p
     assert advised(page, "#advice-roles-0", "expected", 1) == "0.2970"
     assert advised(page, "#advice-roles-0", "saving", 1) == "0.6930 (70.0%)"
     page.locator("tr.role-row, tr.advice-row").first.scroll_into_view_if_needed()
-    page.locator("table.roles").screenshot(path="/tmp/bid-advisor-create-job.png")
-    shot(page, "bid-advisor-create-job")
+    element_shot(page.locator("table.roles"), "bid-advisor-create-job")
 
     page.click("#advice-roles-0 a.history-price")
     page.locator("#price-dialog .legendtext", has_text="Your bid (0.4950 /h)").wait_for()
-    page.locator("#price-dialog").screenshot(path="/tmp/bid-advisor-chart.png")
+    element_shot(page.locator("#price-dialog"), "bid-advisor-chart")
     page.click("#price-dialog button[aria-label=Close]")
 
     page.fill("#id_display_name", "spot-by-price")
@@ -301,4 +305,4 @@ def test_the_spot_market_page_advises_a_bid_typed_under_its_chart(page, demo_clu
     page.locator('#price-chart tr[data-row="held"]').wait_for()
     page.locator("#price-chart .legendtext", has_text="Your bid (0.4950 /h)").wait_for()
     assert advised(page, "#price-chart", "held", 1) == "91.7%"
-    page.locator("#price-chart").screenshot(path="/tmp/bid-advisor-spot-market.png")
+    element_shot(page.locator("#price-chart"), "bid-advisor-spot-market")

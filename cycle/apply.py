@@ -15,7 +15,7 @@ from dbkit import bulk
 from jobs import dispatch, history
 from jobs.models import Job, JobEvent, Pod, Source
 from jobs.states import WAITING, JobStatus
-from quotas.models import Node
+from quotas.models import Executor, Node
 from scheduler.decisions import OUTBID, STOCK_SHORT
 
 RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}  # else Preempted
@@ -90,8 +90,8 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
     transitions = []
     for a in admitted:
         job = jobs[a.job_id]
-        transitions.append(history.transition(job, JobStatus.ENV_PREPARING, reason="JobAdmitted", message=_admitted(a),
-                                           at=now))
+        transitions.append(history.transition(job, JobStatus.ENV_PREPARING, reason="JobAdmitted",
+                                              message=_admitted(a, nodes), at=now))
         job.use_oversold_resource = a.use_oversold if job.source == Source.QUOTA else None
     bulk.update_many(Job, ("status", "reason_code", "reason_message", "use_oversold_resource", "wait_reason",
                            "queue_position", "modified_at"), ("id",),
@@ -108,8 +108,11 @@ ADMIT_FIELDS = ("job_id", "status", "reason_code", "reason_message", "running_at
                 "data_sources", "code_source")
 
 
-def _admitted(a: scheduler.Admission) -> str:
+def _admitted(a: scheduler.Admission, nodes: dict[str, tuple]) -> str:
     where = ", ".join(sorted({p.node for p in a.placements}))
     label = {scheduler.KIND_GUARANTEED: "In Quota", scheduler.KIND_IDLE: "Not in Quota (idle resources, preemptible)",
              scheduler.KIND_SPOT: "on preemptible resources", scheduler.KIND_PAYG: "on public resources"}[a.kind]
-    return f"Admitted {label} on {where}"
+    # A process node runs the command on the host: the job's page must say its image is not used.
+    hosts = sorted({p.node for p in a.placements if nodes[p.node][2] == Executor.PROCESS})
+    note = f"; image not used: process runtime on {', '.join(hosts)}" if hosts else ""
+    return f"Admitted {label} on {where}{note}"

@@ -65,6 +65,11 @@ def build_image(runtime, tmp: Path) -> str:
     return IMAGE
 
 
+# Two pods of one job over the host network: rank 0 listens on MASTER_PORT until a connection carries
+# something (under load one may carry nothing), the others send until it got through a few times.
+MASTER_LISTENS = 'got=; while [ -z "$got" ]; do got=$(nc -l -p "$MASTER_PORT"); done; echo "master got: $got"'
+WORKER_SENDS = ('ok=1; for i in $(seq 100); do echo "hello from $RANK" | nc "$MASTER_ADDR" "$MASTER_PORT" && ok=0; '
+                '[ $ok = 0 ] && [ $i -ge 3 ] && exit 0; sleep 0.2; done; exit $ok')
 PYTHON_IMAGE = "localhost/opendlc-test/python:1"
 HOST_PYTHON = Path("/usr/bin/python3.11")
 

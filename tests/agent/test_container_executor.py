@@ -276,13 +276,11 @@ def test_a_two_pod_job_reaches_its_master_over_the_host_network(run):
     ex, rec = run()
     port = 20000 + os.getpid() % 20000
     env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-    ex.start(pod("c-master", 'echo hello-from-worker-got: $(nc -l -p "$MASTER_PORT")', env={**env, "RANK": "0"}))
-    time.sleep(0.5)  # noqa: the master must listen first; the worker retries below anyway
-    ex.start(pod("c-worker", 'for i in $(seq 50); do echo rank-$RANK | nc "$MASTER_ADDR" "$MASTER_PORT" && exit 0; '
-                             'sleep 0.2; done; exit 1', env={**env, "RANK": "1"}))
+    ex.start(pod("c-master", containers.MASTER_LISTENS, env={**env, "RANK": "0"}))
+    ex.start(pod("c-worker", containers.WORKER_SENDS, env={**env, "RANK": "1"}))
     assert ended(rec, "c-worker")["status"] == "Succeeded"
     assert ended(rec, "c-master")["status"] == "Succeeded"
-    assert "hello-from-worker-got: rank-1" in rec.log_text("c-master")
+    assert "master got: hello from 1" in rec.log_text("c-master")
 
 
 def test_a_running_container_is_sampled_through_its_main_process_group(run):

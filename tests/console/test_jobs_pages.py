@@ -191,13 +191,15 @@ def test_the_detail_shows_history_events_and_the_last_checkpoint(alice_client, a
     assert "JobAdmitted" in html
 
 
-def test_a_pod_run_without_its_image_says_so_on_the_job_page(alice_client, alice):
-    job = quota_job(alice)
-    cycle_tasks.process_cycle.run()
-    lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Running", "message": "image not used: process runtime"}
-                             for p in job.pods.filter(current=True)])
+def test_a_job_run_without_its_image_says_so_on_its_page(alice_client, alice):
+    from quotas.models import Executor, Node
+
+    contained = run(quota_job(alice, "in-a-container"))
+    assert "image not used" not in alice_client.get(f"/jobs/{contained.job_id}/").content.decode()
+    Node.objects.filter(quota__name="nlp-team").update(executor=Executor.PROCESS)
+    job = run(quota_job(alice, "on-the-host"))
     html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
-    assert "image not used: process runtime" in html
+    assert "image not used: process runtime on nlp-team-" in html
 
 
 def test_the_logs_panel_shows_the_pods_output_and_follows_from_its_offset(alice_client, alice):

@@ -28,7 +28,8 @@ WAIT_MS = 15_000
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            "Debian's chromium is not installed (apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     # Playwright's sync API runs an event loop in this thread; the ORM calls of the test body
     # are still synchronous and safe.

@@ -242,6 +242,7 @@ class _Validation:
         self._workspace()
         self._source_and_quota()
         self._roles()
+        self._capacity()
         self._settings()
         self._sources()
         if self.errors:
@@ -320,6 +321,32 @@ class _Validation:
             _RoleCheck(self, i, role).run()
             if names.count(role.role) > 1:
                 self.error(f"roles[{i}].role", f"role {role.role!r} is given more than once; each role once")
+
+    def _capacity(self) -> None:
+        """Refuse a job that could never start: more pods of an instance type than its quota tree or
+        the public pool has nodes of it, or more GPUs, vCPUs or memory in all than they have."""
+        req = self.req
+        if self.errors or len(self.specs) != len(req.roles) or (req.source == Source.QUOTA and self.quota is None):
+            return  # a role or the quota is refused already: its own message says why
+        nodes = scope_nodes(self.quota.pk if req.source == Source.QUOTA else None)
+        where = f"quota {self.quota.name}'s tree" if req.source == Source.QUOTA else "the public pool"
+        by_type: dict[str, list[int]] = {}
+        for i, (role, spec) in enumerate(zip(req.roles, self.specs)):
+            if spec is not None:
+                by_type.setdefault(spec.instance_type, []).append(i)
+        for itype, indices in by_type.items():
+            asked, have = sum(req.roles[i].pod_count for i in indices), sum(1 for n in nodes if n[0] == itype)
+            if asked > have:
+                self.error(f"roles[{indices[-1]}].pod_count",
+                           f"the job asks for {asked} pods of {itype}, one node each, and {where} has {have} such "
+                           f"node{'s' if have != 1 else ''}: it could never start")
+        own = [(r.pod_count, r.resources) for r, s in zip(req.roles, self.specs) if s is None and r.resources]
+        for name, index, unit in (("GPUs", 1, ""), ("vCPUs", 2, ""), ("memory", 3, " MiB")):
+            asked = sum(count * (res.gpu, res.cpu, res.memory_mib)[index - 1] for count, res in own)
+            have = sum(n[index] for n in nodes)
+            if own and asked > have:
+                self.error("roles", f"the job's pods ask for {asked}{unit} {name} in all, and {where} has "
+                                    f"{have}{unit}: it could never start")
 
     def _settings(self) -> None:
         req = self.req
@@ -444,8 +471,7 @@ class _RoleCheck:
                                                       f"got {value!r}")
         if bad or self.check.quota is None:
             return
-        shapes = cache.get_or_set(f"opendlc:node-shapes:{self.check.quota.pk}",
-                                  lambda: quota_tree_node_shapes(self.check.quota.pk), NODE_SHAPES_TTL_S)
+        shapes = {(g, c, m) for _, g, c, m in scope_nodes(self.check.quota.pk)}
         if not any(own.gpu <= g and own.cpu <= c and own.memory_mib <= m for g, c, m in shapes):
             largest = ", ".join(f"{g} GPU / {c} vCPU / {m / 1024:g} GiB" for g, c, m in sorted(shapes, reverse=True)[:3])
             self.error("resource_config", f"no node of quota {self.check.quota.name}'s tree has room for a pod of "
@@ -503,12 +529,15 @@ POD_RESOURCE_LIMITS = {"gpu": (0, 1024, "GPUs"), "cpu": (1, 4096, "vCPU cores"),
 NODE_SHAPES_TTL_S = 10
 
 
-def quota_tree_node_shapes(quota_pk: int) -> set[tuple[int, int, int]]:
-    """(GPUs, vCPU cores, MiB) of the nodes in the quota's tree (its root quota and all below it),
-    where the scheduler may place the quota's pods."""
-    tree = max((members for members in subtrees().values() if quota_pk in members), key=len)  # the root's
-    return set(Node.objects.filter(quota_id__in=tree).values_list("spec__gpu", "spec__cpu", "spec__memory_mib")
-               .order_by().distinct())
+def scope_nodes(quota_pk: int | None) -> list[tuple[str, int, int, int]]:
+    """(instance type, GPUs, vCPU cores, MiB) of every node a job may ever run on: those of its quota's
+    tree (its root quota and all below it, where the scheduler may place the quota's pods), or of
+    the public pool (None). Cached briefly: every submission asks, nodes rarely change."""
+    def read():
+        nodes = Node.objects.filter(quota=None) if quota_pk is None else Node.objects.filter(
+            quota_id__in=max((members for members in subtrees().values() if quota_pk in members), key=len))
+        return list(nodes.order_by().values_list("spec__instance_type", "spec__gpu", "spec__cpu", "spec__memory_mib"))
+    return cache.get_or_set(f"opendlc:scope-nodes:{quota_pk or 'public'}", read, NODE_SHAPES_TTL_S)
 
 
 DESCRIPTION_MAX = 1024

@@ -181,7 +181,8 @@ def test_resource_config_is_refused_for_public_resources(alice_dlc):
 # --- GetJob ---------------------------------------------------------------------------------------
 
 def test_get_job_shows_pods_with_their_evicted_incarnations_history_and_restarts(alice_dlc):
-    job_id = create(alice_dlc, ResourceId="quota00000002", Settings={"OversoldType": "AcceptQuotaOverSold"})
+    job_id = create(alice_dlc, ResourceId="quota00000002", Settings={"OversoldType": "AcceptQuotaOverSold"},
+                    JobSpecs=[{"Type": "Worker", "Image": "pytorch:2", "PodCount": 1, "EcsSpec": "ecs.gn6v-c8g1.16xlarge"}])
     job = Job.objects.get(job_id=job_id)
     now = timezone.now()
     first = job.pods.get()
@@ -204,7 +205,7 @@ def test_get_job_shows_pods_with_their_evicted_incarnations_history_and_restarts
     assert body.status_history[0].start_time.endswith("Z")
     record = body.restart_record[0]
     assert (record.reason, record.restart_status, record.restart_duration_in_sec) == ("Resource Preempted", "Succeeded", 42)
-    assert (body.restart_times, body.request_cpu, body.request_memory) == ("1", 4, 16.0)
+    assert (body.restart_times, body.request_cpu, body.request_memory) == ("1", 64, 256.0)
     assert body.gmt_create_time.endswith("Z") and "T" in body.gmt_create_time
 
 
@@ -213,7 +214,8 @@ def test_get_job_shows_pods_with_their_evicted_incarnations_history_and_restarts
 def test_list_jobs_filters_sorts_and_pages(alice_dlc, research, vision):
     a = create(alice_dlc, DisplayName="resnet-a")
     b = create(alice_dlc, DisplayName="resnet-b", WorkspaceId=str(vision.pk))
-    c = create(alice_dlc, DisplayName="bert", ResourceId="quota00000002")
+    c = create(alice_dlc, DisplayName="bert", ResourceId="quota00000002",
+               JobSpecs=[{"Type": "Worker", "Image": "pytorch:2", "PodCount": 1, "EcsSpec": "ecs.gn6v-c8g1.16xlarge"}])
     Job.objects.filter(job_id=a).update(status=JobStatus.RUNNING)
 
     def listed(**query):
@@ -231,7 +233,7 @@ def test_list_jobs_filters_sorts_and_pages(alice_dlc, research, vision):
     assert listed(oversold_info="ForbiddenQuotaOverSold") == (1, [c])
     assert listed(page_size=2, page_number=2) == (3, [a])
     item = alice_dlc.list_jobs(dlc.ListJobsRequest(job_id=c)).body.jobs[0]
-    assert (item.resource_quota_name, item.username, item.request_memory) == ("nlp-team", "alice", "16Gi")
+    assert (item.resource_quota_name, item.username, item.request_memory) == ("nlp-team", "alice", "256Gi")
     assert item.pods[0].status == "Pending"
 
 

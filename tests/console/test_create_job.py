@@ -113,6 +113,14 @@ def test_an_image_that_is_not_an_image_reference_is_named_next_to_the_image_fiel
     assert not Job.objects.exists()
 
 
+def test_a_job_that_could_never_start_is_refused_next_to_its_node_count(alice_client):
+    html = unescape(alice_client.post("/jobs/create/", form_data(**{"roles-0-pod_count": "100"})).content.decode())
+    assert re.search(r'aria-describedby="id_roles-0-pod_count_error" id="id_roles-0-pod_count"><p class="field-error">'
+                     r"the job asks for 100 pods of ecs.gn6v-c8g1.16xlarge, one node each, and quota nlp-team's "
+                     r"tree has 4 such nodes: it could never start", html)
+    assert not Job.objects.exists()
+
+
 def test_a_malformed_environment_line_is_named(alice_client):
     response = alice_client.post("/jobs/create/", form_data(envs="EPOCHS=3\nnot a variable"))
     assert "Line 2" in field_error(response.content.decode(), "id_envs")

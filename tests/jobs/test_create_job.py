@@ -141,12 +141,36 @@ def test_a_role_with_its_own_resources_stores_them_on_the_role_and_its_pods(bob)
     assert [(p.gpu, p.cpu_m, p.mem_mib) for p in job.pods.order_by("index")] == [(2, 12000, 48 * 1024)] * 3
 
 
-def test_the_node_shapes_of_a_quota_tree_are_read_once_for_many_jobs(bob):
+def test_the_nodes_of_a_quota_tree_are_read_once_for_many_jobs(bob):
     with CaptureQueriesContext(connection) as queries:
         for gpus in (1, 2, 3):
             create_job(bob, make_request(roles=[own(PodResources(gpus, 8, 32768))]))
-    assert sum('"quotas_node"' in q["sql"] and "DISTINCT" in q["sql"] for q in queries.captured_queries) == 1
-    assert [p.gpu for p in Pod.objects.order_by("pk")] == [1, 2, 3]
+        create_job(bob, make_request())
+    assert sum('"quotas_node"' in q["sql"] for q in queries.captured_queries) == 1
+    assert [p.gpu for p in Pod.objects.order_by("pk")] == [1, 2, 3, 8]
+
+
+@pytest.mark.parametrize(("roles", "field", "says"), [
+    ([RoleRequest(pod_count=1000, instance_type=V100, image="pytorch:2")], "roles[0].pod_count",
+     "asks for 1000 pods of ecs.gn6v-c8g1.16xlarge, one node each, and quota nlp-team's tree has 4 such nodes"),
+    ([RoleRequest(role="Master", pod_count=3, instance_type=V100, image="pytorch:2"),
+      RoleRequest(role="Worker", pod_count=2, instance_type=V100, image="pytorch:2")], "roles[1].pod_count",
+     "asks for 5 pods of"),
+    ([own(PodResources(8, 8, 32768), pod_count=5)], "roles", "ask for 40 GPUs in all, and quota nlp-team's tree has 32"),
+])
+def test_a_job_that_could_never_start_is_refused_saying_what_the_tree_has(bob, roles, field, says):
+    with pytest.raises(ValidationFailed) as info:
+        create_job(bob, make_request(roles=roles))
+    assert says in info.value.errors[field] and "it could never start" in info.value.errors[field]
+    assert not Job.objects.exists()
+
+
+def test_a_public_job_asking_more_nodes_than_the_pool_has_is_refused(alice):
+    request = make_request(source="public", quota_id=None,
+                           roles=[RoleRequest(pod_count=500, instance_type="ecs.g7.xlarge", image="python:3.12")])
+    with pytest.raises(ValidationFailed) as info:
+        create_job(alice, request)
+    assert "and the public pool has" in info.value.errors["roles[0].pod_count"]
 
 
 def test_a_role_of_an_instance_type_keeps_its_resources_on_the_type(bob):

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 MAX_NAME = 255
+MAX_REFERENCE = 512  # a whole reference, as JobSpec.image keeps it
 DEFAULT_REGISTRY = "docker.io"
 
 _ALNUM = r"[a-z0-9]+"
@@ -47,7 +48,9 @@ def reference_problem(ref) -> str | None:
         return f"is required: a container image such as {EXAMPLE}"
     if ref != ref.strip():
         return f"must not start or end with spaces, got {ref!r}"
-    match = REFERENCE.match(ref)
+    if len(ref) > MAX_REFERENCE:
+        return f"is {len(ref)} characters long; at most {MAX_REFERENCE} allowed"
+    match = REFERENCE.fullmatch(ref)
     # Without a registry in front, an upper-case letter is not allowed anywhere in the name.
     if match is None or (not _has_domain(ref) and match["name"] != match["name"].lower()):
         return f"is not a valid image reference (such as {EXAMPLE}), got {ref!r}"
@@ -70,7 +73,7 @@ def config_problem(config) -> str | None:
     if bad := sorted(k for k, v in config.items() if v is not None and not isinstance(v, str)):
         return f"{', '.join(bad)} must be text"
     if registry := config.get("DockerRegistry"):
-        if REFERENCE.match(f"{registry}/x") is None or not _has_domain(f"{registry}/x"):
+        if REFERENCE.fullmatch(f"{registry}/x") is None or not _has_domain(f"{registry}/x"):
             return f"DockerRegistry must be a registry host such as registry.example.com:5000, got {registry!r}"
     if config.get("Auth") and credentials({"Auth": config["Auth"]}) is None:
         return "Auth must be base64 of username:password"

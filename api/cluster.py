@@ -280,9 +280,9 @@ class QuotaActiveUserUsagesView(SdkView):
         quota = get_visible_quota(request.user, quota_id)
         tree = {quota.pk} if params.boolean(q, "SelfOnly", default=False) else subtrees()[quota.pk]
         workspace = params.text(q, "WorkspaceId")
-        if workspace is not None and not workspace.isdigit():
+        if workspace is not None and not params.ident(workspace):
             raise invalid("WorkspaceId", f"must be a workspace id (a number), got {workspace!r}")
-        usage = usage_by_user(tree, workspace=int(workspace) if workspace else None)
+        usage = usage_by_user(tree, workspace=params.ident(workspace) if workspace else None)
         users = get_user_model().objects.in_bulk(list(usage))
         rows = [_user_usage(users[pk], u) for pk, u in usage.items()]
         if user_id := params.text(q, "UserId"):

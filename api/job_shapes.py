@@ -205,8 +205,8 @@ def _resource_config(i: int, value) -> PodResources | None:
 def _whole(value, default: int):
     if not params.given(value):
         return default
-    text = str(value).strip()
-    return int(text) if text.isdigit() else value
+    number = params.whole_number(value)
+    return number if number is not None else value
 
 
 def _number(value: Any):
@@ -220,7 +220,7 @@ def _number(value: Any):
 def _workspace_id(value) -> int | str | None:
     if not params.given(value):
         return None
-    return int(value) if str(value).isdigit() else str(value)
+    return params.ident(value) or str(value)
 
 
 def _envs(value) -> dict:

@@ -99,7 +99,7 @@ def _filtered_jobs(user, q):
         if values := params.listed(q, name):
             jobs = jobs.filter(**{f"{field}__in": values})
     if workspace := params.text(q, "WorkspaceId"):
-        jobs = jobs.filter(workspace_id=int(workspace)) if workspace.isdigit() else jobs.none()
+        jobs = jobs.filter(workspace_id=params.ident(workspace))
     if name := params.text(q, "DisplayName"):
         exact_name = (params.text(q, "DisplayNameSearchMode") or "").lower() in ("exact", "exactmatch")
         jobs = jobs.filter(display_name=name) if exact_name else jobs.filter(display_name__icontains=name)
@@ -115,7 +115,7 @@ def _filtered_jobs(user, q):
     if params.boolean(q, "ShowOwn", default=False):
         jobs = jobs.filter(user=user)
     if (owner := params.text(q, "UserIdForFilter")) is not None:
-        jobs = jobs.filter(user_id=int(owner)) if owner.isdigit() else jobs.none()
+        jobs = jobs.filter(user_id=params.ident(owner))
     if accessibility := params.choice(q, "Accessibility", Accessibility.values):
         jobs = jobs.filter(accessibility=accessibility)
     return _tagged(jobs, q)

@@ -211,7 +211,7 @@ def _filtered_quotas(user, q) -> list[Quota]:
     if rtype := params.choice(q, "ResourceType", ResourceType.values):
         quotas = quotas.filter(resource_type=rtype)
     if workspaces := params.listed(q, "WorkspaceIds"):
-        quotas = quotas.filter(workspaces__pk__in=[w for w in workspaces if w.isdigit()]).distinct()
+        quotas = quotas.filter(workspaces__pk__in=[params.ident(w) for w in workspaces]).distinct()
     if (statuses := params.listed(q, "Statuses")) and "Ready" not in statuses:
         quotas = quotas.none()
     wanted = [(k.strip(), v.strip() if sep else None) for k, sep, v in
@@ -362,7 +362,7 @@ def _filtered_nodes(user, q):
     if accelerator := params.choice(q, "AcceleratorType", ("CPU", "GPU"), case_insensitive=True):
         nodes = nodes.filter(spec__gpu__gt=0) if accelerator == "GPU" else nodes.filter(spec__gpu=0)
     if workspace := params.text(q, "WorkspaceId"):
-        bound = Quota.objects.filter(workspaces__pk=workspace if workspace.isdigit() else 0)
+        bound = Quota.objects.filter(workspaces__pk=params.ident(workspace))
         tree = subtrees()
         nodes = nodes.filter(quota__in=[pk for quota in bound for pk in tree[quota.pk]])
     return nodes
@@ -451,7 +451,7 @@ def _filtered_workloads(jobs, q):
     if names := params.listed(q, "WorkloadNames"):
         jobs = jobs.filter(display_name__in=names)
     if users := params.listed(q, "UserIds"):
-        jobs = jobs.filter(user__pk__in=[u for u in users if u.isdigit()])
+        jobs = jobs.filter(user__pk__in=[params.ident(u) for u in users])
     if (priority := params.integer(q, "Priority")) is not None:
         jobs = jobs.filter(priority=priority)
     if (oversold := params.boolean(q, "UseOversoldResource")) is not None:

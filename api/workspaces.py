@@ -98,7 +98,7 @@ class WorkspacesView(SdkView):
         if name := params.text(q, "WorkspaceName"):
             workspaces = workspaces.filter(name__icontains=name)
         if ids := params.listed(q, "WorkspaceIds"):
-            workspaces = workspaces.filter(pk__in=[int(i) for i in ids if i.isdigit()])
+            workspaces = workspaces.filter(pk__in=[params.ident(i) for i in ids])
         if (status := params.text(q, "Status")) and status.upper() != "ENABLED":
             workspaces = workspaces.none()
         rows, total = paginate(workspaces, page_of(q, default_size=20, max_size=100))
@@ -116,7 +116,7 @@ class WorkspaceView(SdkView):
     @sdk_action("GetWorkspace", "One workspace the caller is a member of", query=("Verbose",))
     def get(self, request, workspace_id):
         workspace = services.member_workspaces(request.user).filter(
-            pk=int(workspace_id) if workspace_id.isdigit() else None).first()
+            pk=params.ident(workspace_id)).first()
         if workspace is None:
             raise not_found("Workspace", workspace_id)
         workspace.is_default = Membership.objects.filter(user=request.user, workspace=workspace, is_default=True).exists()
@@ -165,7 +165,7 @@ class DatasetsView(SdkView):
         q = request.query_params
         rows = services.visible_datasets(request.user)
         if (workspace := params.text(q, "WorkspaceId")) is not None:
-            rows = rows.filter(workspace_id=int(workspace)) if workspace.isdigit() else rows.none()
+            rows = rows.filter(workspace_id=params.ident(workspace))
         if name := params.text(q, "Name"):
             rows = rows.filter(name__icontains=name)
         for key, column in (("DataSourceTypes", "data_source_type"), ("Properties", "property"),
@@ -240,7 +240,7 @@ class CodeSourcesView(SdkView):
         q = request.query_params
         rows = services.visible_code_sources(request.user)
         if (workspace := params.text(q, "WorkspaceId")) is not None:
-            rows = rows.filter(workspace_id=int(workspace)) if workspace.isdigit() else rows.none()
+            rows = rows.filter(workspace_id=params.ident(workspace))
         if name := params.text(q, "DisplayName"):
             rows = rows.filter(display_name__icontains=name)
         page, total = paginate(_sorted(rows, q, CODE_SORT), page_of(q, default_size=20, max_size=100))

@@ -39,6 +39,8 @@ ALGORITHM = "ACS3-HMAC-SHA256"
 MAX_CLOCK_SKEW = timedelta(minutes=15)
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # Utils.get_timestamp(): UTC, second precision
 REQUIRED_SIGNED = ("host", "x-acs-date", "x-acs-signature-nonce", "x-acs-content-sha256")
+# A nonce is kept and compared whole, so its length is bounded (the SDK sends 32 hex digits).
+NONCE = re.compile(r"[\x21-\x7e]{1,128}")
 
 _AUTH_RE = re.compile(
     r"^(?P<alg>\S+)\s+Credential=(?P<ak>[^,\s]+)\s*,\s*SignedHeaders=(?P<signed>[^,\s]*)"
@@ -193,7 +195,7 @@ def verify(
             "ContentSha256Mismatch",
             "x-acs-content-sha256 is not the SHA-256 of the request body.",
         )
-    if nonces.seen(lower["x-acs-signature-nonce"].strip(), now):
+    if nonces.seen(lower["x-acs-signature-nonce"], now):
         raise Acs3Error("SignatureNonceUsed", "Specified signature nonce was used already.")
     return auth.access_key_id
 
@@ -210,6 +212,9 @@ def _lower_headers(headers: Mapping[str, str | Iterable[str]]) -> dict[str, str]
 def _check_signed_header_set(signed: tuple[str, ...], headers: Mapping[str, str]) -> None:
     if "x-acs-signature-nonce" not in headers:
         raise Acs3Error("MissingSignatureNonce", "The x-acs-signature-nonce header is required.")
+    if not NONCE.fullmatch(headers["x-acs-signature-nonce"]):
+        raise Acs3Error("InvalidSignatureNonce", "x-acs-signature-nonce must be 1 to 128 printable ASCII characters "
+                                                 "without spaces.")
     if "x-acs-content-sha256" not in headers:
         raise Acs3Error("IncompleteSignature", "The x-acs-content-sha256 header is required.")
     must = set(REQUIRED_SIGNED) | {h for h in headers if h.startswith("x-acs-")}

@@ -33,7 +33,7 @@ class DbNonceStore:
         self._prune(at)
         try:
             with transaction.atomic():
-                ApiNonce.objects.create(nonce=nonce[:128], seen_at=at)
+                ApiNonce.objects.create(nonce=nonce, seen_at=at)  # acs3 bounds it
         except IntegrityError:
             return True
         return False

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
@@ -51,6 +53,12 @@ def forbidden(message: str) -> ApiError:
     return ApiError("NoPermission", message, status=403)
 
 
+def body_too_large() -> ApiError:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return ApiError("RequestBodyTooLarge", f"The request body must be at most {limit} bytes ({limit / 2**20:g} MiB).",
+                    413)
+
+
 def error_body(request, code: str, message: str, errors: list[dict] | None = None) -> dict:
     body = {
         "RequestId": request_id(request),
@@ -66,6 +74,10 @@ def error_body(request, code: str, message: str, errors: list[dict] | None = Non
 def _translate(exc) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, RequestDataTooBig):  # a body without Content-Length, read past the limit
+        return body_too_large()
+    if isinstance(exc, SuspiciousOperation):  # Django's own refusals of a request (too many fields, ...)
+        return ApiError(INVALID_PARAMETER, str(exc))
     if isinstance(exc, Http404):
         return ApiError("EntityNotExist", str(exc) or "The requested resource does not exist.", 404)
     if isinstance(exc, (DjangoPermissionDenied, drf.PermissionDenied, drf.NotAuthenticated)):

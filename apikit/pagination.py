@@ -19,7 +19,8 @@ class Page:
 
 
 def page_of(query: Mapping, *, default_size: int = 50, max_size: int = 1000) -> Page:
-    number = params.integer(query, "PageNumber", default=1, low=1)
+    # Capped so that the page's offset fits the database's 64-bit OFFSET.
+    number = params.integer(query, "PageNumber", default=1, low=1, high=params.INT64 // max_size)
     size = params.integer(query, "PageSize", default=default_size, low=1, high=max_size)
     return Page(number, size)
 

@@ -32,13 +32,32 @@ def integer(query: Mapping, name: str, *, default: int | None = None, low: int |
     value = query.get(name)
     if value is None or value == "":
         return default
-    try:
-        number = int(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
+    number = whole_number(value)
     if number is None or (low is not None and number < low) or (high is not None and number > high):
         raise invalid(name, f"must be an integer{_range(low, high)}, got {value!r}")
     return number
+
+
+# A column's integer: 64 bits, signed. A larger number matches no row and fits no column.
+INT64 = 2**63 - 1
+_WHOLE = re.compile(r"-?[0-9]{1,19}")
+
+
+def whole_number(value: Any) -> int | None:
+    """A JSON integer, or a text of ASCII digits (with a leading '-'), that fits a 64-bit column; else
+    None. Not int(): it takes '\u0661', ' 1\n', '+1' and '1_000' too, which no SDK sends."""
+    if isinstance(value, str) and _WHOLE.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if -INT64 - 1 <= value <= INT64 else None
+
+
+def ident(value: Any) -> int:
+    """A database id given as text (WorkspaceId, UserId): its int, or 0, which names no row (not
+    None: a filter on None asks for rows without one)."""
+    number = whole_number(value)
+    return number if number is not None and number > 0 else 0
 
 
 def boolean(query: Mapping, name: str, *, default: bool | None = None) -> bool | None:

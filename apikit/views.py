@@ -8,7 +8,6 @@ import re
 from django.urls import URLResolver, get_resolver
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -16,6 +15,7 @@ from rest_framework.views import APIView
 
 from apikit.auth import Acs3Authentication
 from apikit.errors import ApiError, json_error, not_found, sdk_exception_handler
+from apikit.inputs import SdkJsonParser, check_request
 from apikit.requestid import request_id
 
 
@@ -32,9 +32,14 @@ class AlwaysJson(BaseContentNegotiation):
 class SdkView(APIView):
     authentication_classes = [Acs3Authentication]
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [SdkJsonParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = AlwaysJson
+
+    def initial(self, request, *args, **kwargs):
+        # Before the signature: an oversized body is refused unread, and a NUL is no key's concern.
+        check_request(request._request)
+        super().initial(request, *args, **kwargs)
 
     def get_exception_handler(self):
         return sdk_exception_handler

@@ -91,8 +91,9 @@ def _writable_workspace(user, workspace_id, errors: dict) -> Workspace | None:
         errors["workspace_id"] = "is required: the id of a workspace you are a member of"
         return None
     wid = str(workspace_id)
-    membership = Membership.objects.filter(user=user, workspace_id=int(wid)).select_related(
-        "workspace").first() if wid.isdigit() else None
+    # Compared as text: an id is its ASCII digits, not int()'s reading of any digits and spaces.
+    membership = next((m for m in Membership.objects.filter(user=user).select_related("workspace")
+                       if str(m.workspace_id) == wid), None)
     if membership is None:
         errors["workspace_id"] = f"workspace {workspace_id!r} does not exist or you are not a member of it"
         return None
@@ -150,7 +151,7 @@ def create_dataset(user, req: DatasetRequest) -> Dataset:
 
 
 def _check_name(errors: dict, field: str, value) -> None:
-    if not isinstance(value, str) or not NAME.match(value):
+    if not isinstance(value, str) or not NAME.fullmatch(value):
         errors[field] = f"must be {NAME_RULE}, got {value!r}"
 
 
@@ -212,7 +213,7 @@ def create_code_source(user, req: CodeSourceRequest) -> CodeSource:
     errors: dict[str, str] = {}
     workspace = _writable_workspace(user, req.workspace_id, errors)
     _check_name(errors, "display_name", req.display_name)
-    if not isinstance(req.code_repo, str) or not REPO.match(req.code_repo.strip()):
+    if not isinstance(req.code_repo, str) or not REPO.fullmatch(req.code_repo.strip()):
         errors["code_repo"] = ("must be a git repository URL: https://, http://, git://, ssh://, file:// or "
                                f"user@host:path, got {req.code_repo!r}")
     check_revision(errors, "code_branch", "code_commit", req.code_branch, req.code_commit)
@@ -231,9 +232,9 @@ def create_code_source(user, req: CodeSourceRequest) -> CodeSource:
 
 
 def check_revision(errors: dict, branch_field: str, commit_field: str, branch, commit) -> None:
-    if branch and (not isinstance(branch, str) or not BRANCH.match(branch)):
+    if branch and (not isinstance(branch, str) or not BRANCH.fullmatch(branch)):
         errors[branch_field] = f"must be a git branch name such as main or release/1.0, got {branch!r}"
-    if commit and (not isinstance(commit, str) or not COMMIT.match(commit)):
+    if commit and (not isinstance(commit, str) or not COMMIT.fullmatch(commit)):
         errors[commit_field] = f"must be a commit id: 7 to 64 hexadecimal digits, got {commit!r}"
 
 

@@ -9,6 +9,8 @@ flag as it starts (`clear_request`), so a request made while a cycle runs gets a
 once the task's rest (`rest`) is over: requests made meanwhile join that cycle. A flag older than
 REQUEST_TTL_S counts as gone, in case its task was lost; beat repairs anything else. No countdown
 on the task: a reclaim would wait it out, and the rest already gathers bursts on a busy machine.
+A request that cannot be sent (the broker is down) is logged and left to beat: the change it was
+for is committed and its caller is answered as usual.
 """
 
 from __future__ import annotations
@@ -45,7 +47,13 @@ def request_cycle(freed: bool = False) -> None:
 def _request_now() -> None:
     if not _claim_request():
         return  # a cycle is already on its way and will see this change
-    current_app.send_task(SCHEDULE_TASK, expires=REQUEST_TTL_S)
+    try:
+        current_app.send_task(SCHEDULE_TASK, expires=REQUEST_TTL_S)
+    except Exception:
+        # The change is committed and must be answered as done; beat's next cycle sees it. The flag
+        # goes, so that the next request tries to send again rather than wait out its TTL.
+        log.exception("could not send the schedule request; beat's next cycle will see the change")
+        clear_request()
 
 
 def _claim_request() -> bool:

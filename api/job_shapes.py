@@ -62,7 +62,7 @@ def refuse_unsupported(body: dict, shape: dict) -> None:
         raise invalid_fields(dict.fromkeys(paths, NOT_SUPPORTED))
 
 
-def job_request(body: dict) -> JobRequest:
+def job_request(body: dict, client_token: str = "") -> JobRequest:
     """A JobRequest from a CreateJob body; `[]`, `{}` and `""` from a from_map request count as not given.
 
     Where the job runs follows from what is given, as on PAI: a ResourceId (quota) makes a quota
@@ -104,6 +104,7 @@ def job_request(body: dict) -> JobRequest:
         custom_envs=_custom_envs(body.get("CustomEnvs")),
         tags=_tags(settings.get("Tags"), source),
         elastic_spec=_object(body, "ElasticSpec"),
+        client_token=client_token,
     )
 
 
@@ -342,6 +343,7 @@ FIELD_NAMES = {
     "ft_enabled": "Settings.EnableErrorMonitoringInAIMaster", "ft_other_config": "Settings.ErrorMonitoringArgs",
     "status": "Status", "description": "Description", "accessibility": "Accessibility",
     "custom_envs": "CustomEnvs", "tags": "Settings.Tags", "elastic_spec": "ElasticSpec",
+    "client_token": "x-acs-client-token",
     "elastic_spec.EnableElasticTraining": "ElasticSpec.EnableElasticTraining",
 }
 ROLE_FIELD_NAMES = {

@@ -26,6 +26,9 @@ from jobs import services
 from jobs.logs import read_logs
 from jobs.models import Accessibility, Job, Pod
 
+# CreateJob's idempotency key (PAI's CreateJobRequest has no ClientToken): an x-acs-* header, so the
+# signature must cover it. A retry with the same one answers the same JobId.
+CLIENT_TOKEN_HEADER = "x-acs-client-token"
 LIST_WINDOW = timedelta(days=7)  # ListJobs without StartTime/EndTime: jobs created in the last 7 days
 MAX_EVENTS = 2000
 MAX_LOG_LINES = 2000
@@ -71,7 +74,8 @@ class JobsView(SdkView):
 
     @sdk_action("CreateJob", "Submit a job (WorkspaceId optional: the caller's default workspace)", body=True)
     def post(self, request):
-        job = _call(services.create_job, request.user, shapes.job_request(self.body(request)))
+        token = request.headers.get(CLIENT_TOKEN_HEADER, "")
+        job = _call(services.create_job, request.user, shapes.job_request(self.body(request), client_token=token))
         return self.reply(request, {"JobId": job.job_id})
 
     @sdk_action("ListJobs", "Jobs of the caller's workspaces; without StartTime/EndTime the last 7 days", query=(

@@ -48,6 +48,8 @@ def configure(name: str) -> Path:
     os.environ["OPENDLC_VAR_DIR"] = str(var)
     os.environ.setdefault("SECRET_KEY", "bench")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    # A backlog bench keeps more jobs waiting in its one workspace than a team is let to.
+    os.environ.setdefault("OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE", "0")
     url = os.environ.get("DATABASE_URL")
     if url:
         os.environ["DATABASE_URL"] = _fresh_postgres(url, name)

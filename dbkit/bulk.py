@@ -12,6 +12,16 @@ from datetime import datetime
 from django.db import connection, models, transaction
 
 
+def delete_in_batches(queryset, size: int = 1000) -> int:
+    """Delete the rows of `queryset` (and what cascades from them) `size` rows at a time; returns how
+    many of its rows went. One delete() collects every row's key into each statement, more than a
+    database takes for a large set (PostgreSQL: 65,535 parameters)."""
+    deleted = 0
+    while pks := list(queryset.order_by("pk").values_list("pk", flat=True)[:size]):
+        deleted += queryset.model.objects.filter(pk__in=pks).delete()[1].get(queryset.model._meta.label, 0)
+    return deleted
+
+
 def update_many(model, columns: tuple[str, ...], keys: tuple[str, ...], rows: list[tuple],
                 extra_where: str = "", extra_params: tuple = ()) -> int:
     """UPDATE model SET columns WHERE keys (and extra_where) for every row; returns rows changed.

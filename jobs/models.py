@@ -84,6 +84,8 @@ class Job(models.Model):
     tags = models.JSONField(default=dict, blank=True, help_text="The user's tags (Settings.Tags): key -> value")
     # PAI's ElasticSpec as given, echoed by GetJob; elastic training itself is refused until it exists.
     elastic_spec = models.JSONField(default=dict, blank=True)
+    client_token = models.CharField(max_length=64, blank=True, default="",
+                                    help_text="The idempotency key CreateJob was sent with (x-acs-client-token)")
     priority = models.PositiveSmallIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(9)]
     )
@@ -137,10 +139,16 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["job_id"], name="unique_job_id")]
+        constraints = [
+            models.UniqueConstraint(fields=["job_id"], name="unique_job_id"),
+            # A client's retry of CreateJob finds the job its token made (jobs.services.create_job).
+            models.UniqueConstraint(fields=["user", "workspace", "client_token"], condition=~models.Q(client_token=""),
+                                    name="unique_client_token"),
+        ]
         indexes = [
             models.Index(fields=["workspace", "-created_at"]),
             models.Index(fields=["status"]),
+            models.Index(fields=["workspace", "status"]),  # a workspace's waiting jobs, counted per submission
         ]
 
     def __str__(self) -> str:

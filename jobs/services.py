@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -37,8 +38,9 @@ from quotas.tree import subtrees
 
 WRITER_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
 ADMIN_ROLES = (Role.OWNER, Role.ADMIN)
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-ROLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,31}$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: "$" would let a trailing newline in
+ROLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{0,31}")
+CLIENT_TOKEN = re.compile(r"[\x21-\x7e]{1,64}")
 JOB_ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -97,6 +99,7 @@ class JobRequest:
     custom_envs: list[CustomEnv] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)  # the user's own; `acs:` keys are the platform's
     elastic_spec: dict = field(default_factory=dict)  # PAI's ElasticSpec, kept as given
+    client_token: str = ""  # an idempotency key: a retry with the same one gets the same job
 
 
 @dataclass
@@ -142,12 +145,42 @@ def _require_change(user, job: Job) -> None:
 
 
 def create_job(user, request: JobRequest, now=None) -> Job:
-    """Validate, store the job with its roles and pods, queue it and ask for a schedule cycle."""
+    """Validate, store the job with its roles and pods, queue it and ask for a schedule cycle.
+
+    With a client_token, the job the same user submitted to the same workspace with that token
+    before is returned instead of a new one: the request is not compared, the token names it."""
     now = now or timezone.now()
     resolved = _Validation(user, request).run()
-    job = _store_job(user, request, resolved, now)  # all or nothing (one statement on PostgreSQL)
+    token, workspace = request.client_token, resolved["workspace"]
+    if token and (earlier := _submitted_with(user, workspace, token)):
+        return earlier
+    _check_waiting_room(workspace)
+    if not token:
+        job = _store_job(user, request, resolved, now)  # all or nothing (one statement on PostgreSQL)
+    else:
+        try:
+            with transaction.atomic():  # a savepoint: the caller's transaction survives a lost race
+                job = _store_job(user, request, resolved, now)
+        except IntegrityError:
+            if earlier := _submitted_with(user, workspace, token):  # a concurrent retry stored it first
+                return earlier
+            raise
     request_cycle()  # at once, or when the caller's transaction commits
     return job
+
+
+def _submitted_with(user, workspace: _Named, token: str) -> Job | None:
+    return Job.objects.filter(user=user, workspace_id=workspace.pk, client_token=token).first()
+
+
+def _check_waiting_room(workspace: _Named) -> None:
+    """A workspace holds at most OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE waiting jobs (0: no limit),
+    since each cycle reads every waiting job. Counted without a lock: concurrent submissions may pass
+    it by a few."""
+    limit = settings.OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE
+    if limit and Job.objects.filter(workspace_id=workspace.pk, status__in=WAITING).count() >= limit:
+        raise ValidationFailed({"workspace_id": f"workspace {workspace.name} already has {limit} waiting jobs, the most "
+                                                "it may have; submit again once some have started or been stopped"})
 
 
 def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
@@ -166,7 +199,7 @@ def _store_job(user, req: JobRequest, resolved: dict, now) -> Job:
         ft_max_preemption_restarts=req.ft_max_preemption_restarts, submitted_at=now,
         description=req.description.strip(), accessibility=req.accessibility, tags=dict(req.tags),
         custom_envs=[{"Key": e.key, "Value": e.value, "Visible": e.visible} for e in req.custom_envs],
-        elastic_spec=dict(req.elastic_spec),
+        elastic_spec=dict(req.elastic_spec), client_token=req.client_token,
     )
     job.data_sources, job.code_source = resolved["data_sources"], resolved["code_source"]
     target = JobStatus.BIDDING if job.source == Source.SPOT else JobStatus.QUEUING
@@ -256,11 +289,13 @@ class _Validation:
     def _basics(self) -> None:
         req = self.req
         if not isinstance(req.display_name, str) or not req.display_name.strip():
-            self.error("display_name", "is required (1 to 256 characters)")
-        elif len(req.display_name) > 256:
-            self.error("display_name", f"is {len(req.display_name)} characters long; at most 256 allowed")
+            self.error("display_name", f"is required (1 to {DISPLAY_NAME_MAX} characters)")
+        elif len(req.display_name) > DISPLAY_NAME_MAX:
+            self.error("display_name", f"is {len(req.display_name)} characters long; at most {DISPLAY_NAME_MAX} allowed")
         if not isinstance(req.user_command, str) or not req.user_command.strip():
             self.error("user_command", "is required: the command every pod runs unless its role sets one")
+        elif len(req.user_command) > COMMAND_MAX:
+            self.error("user_command", f"is {len(req.user_command)} characters long; at most {COMMAND_MAX} allowed")
         _choice(self, "job_type", req.job_type, JobType.values)
         if not _int_between(req.priority, 1, 9):
             self.error("priority", f"must be an integer from 1 to 9 (9 is the highest), got {req.priority!r}")
@@ -276,7 +311,7 @@ class _Validation:
                 return self.error("workspace_id", "you are a member of no workspace; ask a workspace owner to add you")
         else:
             wid = str(self.req.workspace_id)
-            chosen = next((m for m in memberships if wid.isdigit() and m[0] == int(wid)), None)
+            chosen = next((m for m in memberships if str(m[0]) == wid), None)  # ASCII digits only, as ids print
             if chosen is None:
                 return self.error("workspace_id", f"workspace {self.req.workspace_id!r} does not exist or you are not a member of it")
         workspace_id, name, role, _ = chosen
@@ -316,6 +351,11 @@ class _Validation:
         roles = self.req.roles
         if not isinstance(roles, (list, tuple)) or not roles:
             return self.error("roles", "at least one role (e.g. Worker) with a pod count and an instance type is required")
+        if len(roles) > ROLES_MAX:
+            return self.error("roles", f"has {len(roles)} roles; a job has at most {ROLES_MAX}")
+        pods = sum(r.pod_count for r in roles if _int_between(r.pod_count, 1, PODS_MAX))
+        if pods > PODS_MAX:
+            self.error("roles", f"ask for {pods} pods in all; a job has at most {PODS_MAX}")
         names = [r.role for r in roles]
         for i, role in enumerate(roles):
             _RoleCheck(self, i, role).run()
@@ -358,11 +398,15 @@ class _Validation:
         self._about()
         if not isinstance(req.user_vpc, dict):
             self.error("user_vpc", "must be a mapping with VpcId, SwitchId, SecurityGroupId")
+        elif bad := sorted(k for k, v in req.user_vpc.items() if not _short_texts(v)):
+            self.error("user_vpc", f"{', '.join(bad)} must be text (or a list of texts) of at most {NAME_MAX} characters")
         if req.max_running_time_minutes is not None and not _int_between(req.max_running_time_minutes, 1, 525600):
             self.error("max_running_time_minutes", f"must be empty (no limit) or 1 to 525600, got {req.max_running_time_minutes!r}")
         if not _int_between(req.termination_grace_s, 0, 3600):
             self.error("termination_grace_s", f"must be 0 to 3600 seconds, got {req.termination_grace_s!r}")
         self._fault_tolerance()
+        if req.client_token != "" and not (isinstance(req.client_token, str) and CLIENT_TOKEN.fullmatch(req.client_token)):
+            self.error("client_token", "must be 1 to 64 printable ASCII characters without spaces, such as a UUID")
 
     def _sources(self) -> None:
         """The datasets and code source must be the workspace's; read only when the job names some."""
@@ -409,7 +453,9 @@ class _Validation:
             self.error("ft_hang_interval_s", f"must be 60 to 86400 seconds, got {req.ft_hang_interval_s!r}")
         if req.ft_max_preemption_restarts is not None and not _int_between(req.ft_max_preemption_restarts, 0, 1000):
             self.error("ft_max_preemption_restarts", "must be empty (unlimited) or 0 to 1000")
-        if problem := aimaster.other_config_error(req.ft_other_config or ""):
+        if not isinstance(req.ft_other_config, str) or len(req.ft_other_config) > OTHER_CONFIG_MAX:
+            self.error("ft_other_config", f"must be text of at most {OTHER_CONFIG_MAX} characters")
+        elif problem := aimaster.other_config_error(req.ft_other_config or ""):
             self.error("ft_other_config", problem)
 
 
@@ -423,10 +469,12 @@ class _RoleCheck:
 
     def run(self) -> None:
         role = self.role
-        if not isinstance(role.role, str) or not ROLE_NAME.match(role.role):
+        if not isinstance(role.role, str) or not ROLE_NAME.fullmatch(role.role):
             self.error("role", f"must be a name such as Worker, Master or PS (letters and digits), got {role.role!r}")
-        if not _int_between(role.pod_count, 1, 1000):
-            self.error("pod_count", f"must be an integer from 1 to 1000, got {role.pod_count!r}")
+        if not _int_between(role.pod_count, 1, PODS_MAX):
+            self.error("pod_count", f"must be an integer from 1 to {PODS_MAX}, got {role.pod_count!r}")
+        if not isinstance(role.command, str) or len(role.command) > COMMAND_MAX:
+            self.error("command", f"must be text of at most {COMMAND_MAX} characters (empty: the job's command)")
         if problem := images.reference_problem(role.image):
             self.error("image", problem)
         if problem := images.config_problem(role.image_config):
@@ -540,6 +588,16 @@ def scope_nodes(quota_pk: int | None) -> list[tuple[str, int, int, int]]:
     return cache.get_or_set(f"opendlc:scope-nodes:{quota_pk or 'public'}", read, NODE_SHAPES_TTL_S)
 
 
+# What one job may ask for; past these a request is refused by name. Every pod is a row that each
+# schedule cycle reads and that DeleteJob removes, so a job's size is bounded, as a PAI job's is.
+NAME_MAX = 128  # PAI's length for names: variables, VPC ids
+DISPLAY_NAME_MAX = 256  # the SDK's CreateJobRequest.display_name allows 256
+ROLES_MAX = 16
+PODS_MAX = 1000  # per role and for the whole job
+# A command reaches the pod as one argument of `bash -c`, and Linux takes at most 128 KiB for one.
+COMMAND_MAX = 32 * 1024
+ENVS_MAX, ENV_VALUE_MAX = 256, 32 * 1024
+OTHER_CONFIG_MAX = 1024  # Job.ft_other_config's column
 DESCRIPTION_MAX = 1024
 TAGS_MAX, TAG_KEY_MAX, TAG_VALUE_MAX = 20, 128, 256
 PLATFORM_TAG_PREFIX = "acs:"  # the platform's own tags (acs:pai:dlc:payType), never the user's
@@ -548,8 +606,15 @@ PLATFORM_TAG_PREFIX = "acs:"  # the platform's own tags (acs:pai:dlc:payType), n
 def env_problem(items) -> str | None:
     """What is wrong with (name, value) pairs of environment variables, or None: the one check of
     Envs, CustomEnvs and the console's variables."""
-    bad = sorted(str(k) for k, v in items if not isinstance(k, str) or not ENV_NAME.match(k) or not isinstance(v, str))
-    return f"invalid entries {bad}: names are letters, digits and _, values strings" if bad else None
+    items = list(items)
+    bad = sorted(str(k) for k, v in items if not isinstance(k, str) or not ENV_NAME.fullmatch(k) or not isinstance(v, str))
+    if bad:
+        return f"invalid entries {bad}: names are letters, digits and _ (at most {NAME_MAX}), values strings"
+    if len(items) > ENVS_MAX:
+        return f"has {len(items)} variables; at most {ENVS_MAX}"
+    if long := sorted(k for k, v in items if len(v) > ENV_VALUE_MAX):
+        return f"the values of {', '.join(long)} are longer than {ENV_VALUE_MAX} characters"
+    return None
 
 
 def tags_problem(tags) -> str | None:
@@ -570,6 +635,11 @@ def tags_problem(tags) -> str | None:
 def _choice(check: _Validation, name: str, value: Any, allowed) -> None:
     if value not in allowed:
         check.error(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _short_texts(value: Any) -> bool:
+    values = value if isinstance(value, list) else [value]
+    return all(isinstance(v, str) and len(v) <= NAME_MAX for v in values)
 
 
 def _int_between(value: Any, low: int, high: int) -> bool:
@@ -606,7 +676,10 @@ def delete_job(user, job: Job) -> None:
         job = Job.objects.locked().get(pk=job.pk)
         if job.status in ACTIVE:
             raise ValidationFailed({"status": f"job {job.job_id} is {job.status}; stop it before deleting it"})
-        job.delete()  # a waiting job has no bound pod, so nothing runs anywhere
+        # A waiting job has no bound pod, so nothing runs anywhere. The pods go in batches: with
+        # their events, logs and metrics in one delete, a large job's statement had too many parameters.
+        bulk.delete_in_batches(Pod.objects.filter(job=job))
+        job.delete()
         request_cycle()
 
 

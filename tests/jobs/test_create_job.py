@@ -255,11 +255,12 @@ def test_a_spot_role_needs_an_instance_type_with_a_public_pool(alice):
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the one write is PostgreSQL's")
-def test_on_postgresql_a_job_is_two_reads_and_one_write_in_no_transaction_of_its_own(bob):
+def test_on_postgresql_a_job_is_three_reads_and_one_write_in_no_transaction_of_its_own(bob):
     create_job(bob, make_request(roles=[own(PodResources(1, 8, 32768))]))  # the quota's node shapes, cached
     with CaptureQueriesContext(connection) as queries:
         job = create_job(bob, make_request(roles=[own(PodResources(2, 8, 32768), pod_count=3)]))
     statements = [q["sql"] for q in queries.captured_queries]
-    # the memberships, the quota, and the job with its history, event, role and pods; no savepoint
-    assert len(statements) == 3 and statements[2].startswith("WITH p AS (INSERT INTO"), statements
+    # the memberships, the quota, the workspace's waiting jobs counted, and the job with its history,
+    # event, role and pods; no savepoint
+    assert len(statements) == 4 and statements[3].startswith("WITH p AS (INSERT INTO"), statements
     assert (job.pods.count(), job.status_history.count(), job.events.count()) == (3, 1, 1)

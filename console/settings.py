@@ -7,6 +7,7 @@ REDIS_URL (broker and results) and SECRET_KEY.
 
 import os
 import secrets
+import socket
 from pathlib import Path
 
 from celery.schedules import crontab
@@ -16,6 +17,17 @@ from console.config import database_config, envbool, envint, is_agent, keep_priv
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("OPENDLC_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# Prometheus metrics (console/metrics.py). Counters and histograms that any process observes (web,
+# workers) live in files here, which /metrics adds up: prometheus_client's multiprocess mode, chosen
+# when it is first imported, so this runs first. One folder per host, since containers that share
+# the folder repeat process ids. The scrape-time gauges are read from the database instead.
+OPENDLC_METRICS_DIR = VAR_DIR / "prometheus"
+if not is_agent():
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(OPENDLC_METRICS_DIR / socket.gethostname())
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# The bearer token /metrics asks for; without one /metrics answers 404.
+OPENDLC_METRICS_TOKEN = os.environ.get("OPENDLC_METRICS_TOKEN", "")
 
 DEBUG = envbool("DEBUG", False)
 EMBEDDED = not os.environ.get("DATABASE_URL")

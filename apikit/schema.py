@@ -25,13 +25,21 @@ class Acs3Scheme(OpenApiAuthenticationExtension):
 
 
 def sdk_action(name: str, summary: str, query=(), body: bool = False):
-    return extend_schema(
+    """The method serves the SDK action `name`: its OpenAPI operation, and the name SdkView times
+    it by (`sdk_action` on the method)."""
+    describe = extend_schema(
         operation_id=name,
         summary=summary,
         parameters=[OpenApiParameter(q, OpenApiTypes.STR, OpenApiParameter.QUERY) for q in query],
         request=OpenApiTypes.OBJECT if body else None,
         responses={200: OpenApiTypes.OBJECT},
     )
+
+    def decorate(method):
+        method = describe(method)
+        method.sdk_action = name
+        return method
+    return decorate
 
 
 class SdkSchemaGenerator(SchemaGenerator):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 
 from django.urls import URLResolver, get_resolver
 from django.views.decorators.csrf import csrf_exempt
+from prometheus_client import Histogram
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -29,6 +31,11 @@ class AlwaysJson(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+# By the SDK's action name, never the path: a path holds job and pod ids, which no label may.
+REQUEST_SECONDS = Histogram("opendlc_api_request_duration_seconds", "SDK API requests by action, until the answer is built",
+                            ["action"], buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+
+
 class SdkView(APIView):
     authentication_classes = [Acs3Authentication]
     permission_classes = [IsAuthenticated]
@@ -40,6 +47,17 @@ class SdkView(APIView):
         # Before the signature: an oversized body is refused unread, and a NUL is no key's concern.
         check_request(request._request)
         super().initial(request, *args, **kwargs)
+
+    def dispatch(self, request, *args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            REQUEST_SECONDS.labels(self.action_name(request.method)).observe(time.perf_counter() - started)
+
+    def action_name(self, method: str) -> str:
+        """The SDK action this method of the view serves (apikit.schema.sdk_action), else "other"."""
+        return getattr(getattr(self, method.lower(), None), "sdk_action", "other")
 
     def get_exception_handler(self):
         return sdk_exception_handler

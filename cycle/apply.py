@@ -7,7 +7,11 @@ them (dbkit.bulk), not a few per job. The messages are returned, to be sent afte
 
 from __future__ import annotations
 
+import collections
 import itertools
+
+from django.db import transaction
+from prometheus_client import Counter, Histogram
 
 import scheduler
 from cycle.waiting import WaitingJobs
@@ -19,6 +23,14 @@ from quotas.models import Executor, Node
 from scheduler.decisions import OUTBID, STOCK_SHORT
 
 RELEASES = {OUTBID: dispatch.SPOT_RELEASED, STOCK_SHORT: dispatch.SPOT_RELEASED}  # else Preempted
+
+# Counted once the cycle's transaction commits: a cycle rolled back admitted and preempted nothing.
+ADMISSIONS = Counter("opendlc_admissions", "Jobs admitted by the schedule cycle, by the kind of their pods", ["kind"])
+PREEMPTIONS = Counter("opendlc_preemptions", "Pods the schedule cycle preempted or released, by the "
+                      "scheduler's reason", ["reason"])
+ADMISSION_WAIT = Histogram("opendlc_admission_wait_seconds", "From a job's submission, or its latest restart, to its "
+                           "admission", ["kind"], buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 3 * 3600, 12 * 3600,
+                                                           24 * 3600))
 
 
 def apply(decisions: scheduler.Decisions, now, waiting: WaitingJobs) -> list[dispatch.Message]:
@@ -38,6 +50,8 @@ def _preempt_all(preemptions: tuple[scheduler.Preemption, ...], now) -> list[dis
         dispatch.Stop(p.pod_id, RELEASES.get(p.reason.code, dispatch.PREEMPTED), p.reason.message, jobs[p.job_id][1])
         for p in preemptions], event="Resource Preempted")
     stopped = {m.payload["pod_id"] for m in messages}
+    reasons = collections.Counter(p.reason.code for p in preemptions if p.pod_id in stopped)
+    transaction.on_commit(lambda: _count_preemptions(reasons))
     events = []
     for job_id, group in itertools.groupby(sorted(preemptions, key=lambda p: p.job_id), key=lambda p: p.job_id):
         group = list(group)
@@ -94,10 +108,12 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
                                               message=_admitted(a, nodes), at=now))
         job.use_oversold_resource = a.use_oversold if job.source == Source.QUOTA else None
     bulk.update_many(Job, ("status", "reason_code", "reason_message", "use_oversold_resource", "wait_reason",
-                           "queue_position", "modified_at"), ("id",),
-                     [(j.status, j.reason_code, j.reason_message, j.use_oversold_resource, "", None, now, j.pk)
+                           "wait_reason_code", "queue_position", "modified_at"), ("id",),
+                     [(j.status, j.reason_code, j.reason_message, j.use_oversold_resource, "", "", None, now, j.pk)
                       for j in (jobs[a.job_id] for a in admitted)])
     history.record(transitions)
+    waits = [(a.kind, (now - waiting.queued_since(a.job_id)).total_seconds()) for a in admitted]
+    transaction.on_commit(lambda: _count_admissions(waits))
     return [message for job, pods, roles in starts for message in dispatch.gang_start(job, pods, roles)]
 
 
@@ -106,6 +122,20 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
 ADMIT_FIELDS = ("job_id", "status", "reason_code", "reason_message", "running_at", "finished_at", "source",
                 "use_oversold_resource", "user_command", "envs", "custom_envs", "termination_grace_s", "max_running_time_minutes",
                 "data_sources", "code_source")
+
+
+def _count_preemptions(reasons: collections.Counter) -> None:
+    for reason, pods in reasons.items():
+        PREEMPTIONS.labels(reason).inc(pods)
+
+
+def _count_admissions(waits: list[tuple[str, float]]) -> None:
+    # A cycle may admit thousands: the counter moves once per kind, the histogram once per job.
+    for kind, admitted in collections.Counter(kind for kind, _ in waits).items():
+        ADMISSIONS.labels(kind).inc(admitted)
+    observe = {kind: ADMISSION_WAIT.labels(kind).observe for kind in {kind for kind, _ in waits}}
+    for kind, seconds in waits:
+        observe[kind](seconds)
 
 
 def _admitted(a: scheduler.Admission, nodes: dict[str, tuple]) -> str:

@@ -23,6 +23,7 @@ import time
 
 from django.db import transaction
 from django.utils import timezone
+from prometheus_client import Histogram
 
 import scheduler
 from cycle import snapshot
@@ -45,6 +46,11 @@ PACE_MAX_S = 0.5
 REASONS_DEFER_MAX_S = 3.0
 # What ScheduleCycle.last_steps and the cycle's log line time, in order.
 STEPS = ("lock", "snapshot", "plan", "apply", "commit and send", "wait reasons")
+CYCLE_SECONDS = Histogram("opendlc_schedule_cycle_duration_seconds", "Schedule cycles: each step of ScheduleCycle.run, "
+                          "and the whole cycle as step total", ["step"],
+                          buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+# Resolved once: a cycle may run many times a second, and labels() looks its child up each call.
+_STEP_SECONDS = {step: CYCLE_SECONDS.labels(step) for step in ("total", *STEPS)}
 
 
 class ScheduleCycle:
@@ -103,6 +109,8 @@ class ScheduleCycle:
             self.store_wait_reasons(decisions, now)
         t.append(time.perf_counter())
         self.last_steps = {"total": t[-1] - t[0], **dict(zip(STEPS, (b - a for a, b in itertools.pairwise(t))))}
+        for step, seconds in self.last_steps.items():
+            _STEP_SECONDS[step].observe(seconds)
         # INFO when it decided something, else DEBUG: beat's idle cycles every few seconds are noise.
         level = logging.INFO if decisions.admissions or decisions.preemptions else logging.DEBUG
         log.log(level, "cycle: %d waiting jobs planned, %d admitted, %d preempted in %.3f s (%s)",

@@ -206,14 +206,14 @@ class WaitingJobs:
                         old.position != w.position and min(old.position, w.position) <= POSITIONS_EXACT
                         and not timedelta(0) <= now - old.at < timedelta(seconds=HEAD_MOVES_EVERY_S))
                 if write:
-                    rows.append((w.message, w.position, entry.pk))
+                    rows.append((w.message, w.code, w.position, entry.pk))
                 if write or refreshed:
                     at = now if write or entry.stored is None else entry.stored.at
                     written.append((entry, _Stored(w.code, w.position, at)))
-            # Only these two columns, and only while the job still waits (the status test is part
+            # Only these columns, and only while the job still waits (the status test is part
             # of the update): a job stopped meanwhile keeps no stale reason.
             statuses = tuple(str(w) for w in WAITING)
-            bulk.update_many(Job, ("wait_reason", "queue_position"), ("id",), rows,
+            bulk.update_many(Job, ("wait_reason", "wait_reason_code", "queue_position"), ("id",), rows,
                              extra_where=f"status IN ({', '.join(['%s'] * len(statuses))})",
                              extra_params=statuses)
             transaction.on_commit(lambda: _remember(written))
@@ -267,6 +267,10 @@ class WaitingJobs:
     def pod_pks(self, job_id: str) -> dict[tuple[str, int], int]:
         """(role, index) -> pk of the job's unplaced pods, as the last read() saw them."""
         return {key: pod.pk for key, pod in self.unplaced(job_id)[0].items()}
+
+    def queued_since(self, job_id: str) -> datetime:
+        """When the job joined its queue, as the cycle orders it: its submission, or its latest restart."""
+        return self._by_job_id[job_id].job.submitted_at
 
     def unplaced(self, job_id: str) -> tuple[dict[tuple[str, int], WaitingPod], tuple[tuple[str, str], ...]]:
         """The job's unplaced pods by (role, index), and its roles with their commands, as the last

@@ -40,7 +40,9 @@ import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import Max
+from prometheus_client import Counter
 
 from jobs import dispatch, history
 from jobs.cycle_requests import request_cycle
@@ -58,6 +60,7 @@ NODE_LOST = "NodeLost"  # the reason jobs/nodes.py gives a pod of a node without
 MAX_RESTARTS_EXCEEDED = "MaxRestartsExceeded"
 MAX_PREEMPTION_RESTARTS_EXCEEDED = "MaxPreemptionRestartsExceeded"
 LOG_TAIL_LINES = 64
+RESTARTS = Counter("opendlc_restarts", "AIMaster restarts, by cause (RestartRecord.Cause)", ["cause"])
 LOG_TAIL_BYTES = 16 * 1024
 
 DEFAULT_RETRYABLE_EXIT_CODES = frozenset({134, 137})
@@ -405,6 +408,7 @@ def begin_restart(job: Job, config: FtConfig, cause: str, message: str, now: dat
         label = f"preemption restart {job.preemption_restart_count}"
         label += f" of {config.max_preemption_restarts}" if config.max_preemption_restarts is not None else ""
     record = RestartRecord(job=job, cause=cause, message=message, counted=counted, at=now)
+    transaction.on_commit(RESTARTS.labels(cause).inc)  # not for a restart whose transaction rolls back
     return record, history.transition(job, JobStatus.RESTARTING, reason=f"Restart{cause}",
                                    message=f"AIMaster {label} ({cause}): {message}", at=now)
 

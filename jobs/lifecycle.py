@@ -26,6 +26,7 @@ from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from prometheus_client import Histogram
 
 from dbkit import bulk
 from jobs import aimaster, dispatch, history
@@ -41,6 +42,8 @@ RAN = (PodStatus.RUNNING, PodStatus.SUCCEEDED)  # a job runs once each current p
 STARTABLE = (PodStatus.PENDING, PodStatus.UNKNOWN)  # a Running report moves these to Running
 MAX_RUNNING_TIME = "MaxRunningTime"
 STOPPED_BY_USER = "StoppedByUser"
+POD_START_SECONDS = Histogram("opendlc_pod_start_latency_seconds", "From a pod's binding to a node to the agent's first "
+                              "Running report", buckets=(.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ class _Batch:
             if report.status == PodStatus.RUNNING:
                 if pod.node_id is None or pod.status not in STARTABLE:
                     continue
+                if pod.started_at is None:
+                    _observe_start(pod, report.at)
                 pod.status, pod.started_at = PodStatus.RUNNING, pod.started_at or report.at
                 self.events.append(_started_event(pod, report))
             else:
@@ -304,12 +309,21 @@ def _apply(job: Job, pod: Pod, report: Report) -> bool:
     return _pod_finished(job, pod, report)
 
 
+def _observe_start(pod: Pod, at: datetime) -> None:
+    """Time the pod's first start, once its report's transaction commits."""
+    if pod.bound_at is not None:
+        seconds = max(0.0, (at - pod.bound_at).total_seconds())
+        transaction.on_commit(lambda: POD_START_SECONDS.observe(seconds))
+
+
 def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
     first_start = Coalesce(F("started_at"), Value(report.at, output_field=DateTimeField()))
     claimed = Pod.objects.filter(pk=pod.pk, node__isnull=False, status__in=STARTABLE
                                  ).update(status=PodStatus.RUNNING, started_at=first_start)
     if not claimed:
         return False
+    if pod.started_at is None:
+        _observe_start(pod, report.at)
     _started_event(pod, report).save()
     if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, *RAN):
         history.change_status(job, JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)

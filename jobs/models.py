@@ -124,6 +124,8 @@ class Job(models.Model):
     preemption_restart_count = models.PositiveIntegerField(default=0)
     # The scheduler's explanation while the job waits, and its place in its queue.
     wait_reason = models.TextField(blank=True)
+    # The reason's code (scheduler.decisions), a bounded set: /metrics counts waiting jobs by it.
+    wait_reason_code = models.CharField(max_length=32, blank=True)
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     last_checkpoint_step = models.BigIntegerField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)

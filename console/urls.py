@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from console import views
+from console import metrics, views
 from console.pages import billing, create, jobs, keys, market, quotas, workspace
 
 console_patterns = [
@@ -34,6 +34,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("", include("api.urls")),
 ]

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.logs import read_all
 from jobs.models import Job, OversoldType, Pod
@@ -204,3 +205,24 @@ def test_pods_with_their_own_resources_share_a_node_each_seeing_only_its_gpus(li
     seen = sorted(live.wait(lambda pod=pod: read_all(pod), f"the logs of {pod.pod_id}") for pod in pods)
     assert seen == ["gpus=0\n", "gpus=1\n"]
     assert sorted(tuple(p.gpu_indices) for p in pods) == [(0,), (1,)]
+
+
+def test_metrics_counted_by_the_worker_processes_reach_the_web_process_scrape(live, team, client, settings):
+    # The platform worker (a Celery parent and its two children) admits, times cycles and starts
+    # pods; /metrics, served here, adds up the files those processes wrote (console/metrics.py).
+    settings.OPENDLC_METRICS_DIR = live.var / "prometheus"
+    settings.OPENDLC_METRICS_TOKEN = "e2e"
+    Node.objects.filter(name__in=["e2e-a", "e2e-b"]).update(executor=Executor.SIMULATED)
+    live.start_platform()
+    live.start_simulated_agent()
+    live.wait(registered("e2e-a", "e2e-b"), "the simulated agent's heartbeat to keep both nodes alive")
+    job = submit(team, "train", pods=2, envs={"SIM_DURATION_S": "0.5"})
+    live.wait(lambda: status(job) == "Succeeded", "the simulated job to succeed")
+
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer e2e").content.decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("opendlc_admissions_total", (("kind", "guaranteed"),))] == 1
+    assert samples[("opendlc_pod_start_latency_seconds_count", ())] == 2
+    assert samples[("opendlc_schedule_cycle_duration_seconds_count", (("step", "total"),))] >= 1
+    assert samples[("opendlc_quota_used_gpus", (("quota", "team-a"),))] == 0

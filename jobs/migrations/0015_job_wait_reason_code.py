@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0013_jobspec_image_config'),
+        ('jobs', '0014_job_client_token'),
     ]
 
     operations = [

@@ -146,6 +146,12 @@ class WaitingJobs:
             planned, self._deeper = self._queues.window()
             return planned
 
+    def every_job(self) -> tuple[scheduler.PendingJob, ...]:
+        """Every waiting job with a pod to place, as the last read() saw them, in pk order: the
+        whole queue, where a cycle plans only its head."""
+        with self._lock:
+            return tuple(e.job for _, e in sorted(self._entries.items()) if e.job is not None)
+
     def _apply_versions(self, versions: dict[int, tuple[str, str]]) -> None:
         """Take every waiting job's version: keep the entries still current, read the others."""
         self._update([pk for pk, e in self._entries.items() if versions.get(pk) != e.version],
@@ -309,12 +315,17 @@ class _Queues:
         """The jobs to plan, in pk order, and per quota queue the entries past its depth, in order:
         QUEUE_DEPTH, or an equal share of PLAN_BUDGET if that is more (a single long queue on a
         large cluster still admits thousands a cycle)."""
-        depth = max(QUEUE_DEPTH, PLAN_BUDGET // max(1, len(self.queues)))
+        depth = plan_depth(len(self.queues))
         planned = [entry for queued in self.queues.values() for entry in queued[:depth]]
         planned += self.others.values()
         planned.sort(key=_PK)
         return (tuple(entry.job for entry in planned),
                 {name: queued[depth:] for name, queued in self.queues.items() if len(queued) > depth})
+
+
+def plan_depth(queues: int) -> int:
+    """How many jobs of each quota queue a cycle plans, when `queues` quota queues have jobs waiting."""
+    return max(QUEUE_DEPTH, PLAN_BUDGET // max(1, queues))
 
 
 _ORDER = attrgetter("order")

@@ -13,10 +13,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from console.pages.base import current_workspace, job_queryset, page
+from console.templatetags.console_tags import per_hour
+from cycle.estimate import TYPICAL_DAYS, Estimate, cached_estimates
 from jobs import logs as agent_logs
 from jobs.models import Job, JobSpec, Pod, Source
 from jobs.services import ValidationFailed, can_change, stop_job
-from jobs.states import FINAL, JobStatus, PodStatus
+from jobs.states import FINAL, WAITING, JobStatus, PodStatus
 from spot.models import DailyBill
 
 PAGE_SIZE = 50
@@ -55,7 +57,10 @@ def job_list(request):
     workspace = current_workspace(request)
     jobs, filters = filtered_jobs(request, workspace)
     paged = Paginator(list_rows(jobs), PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [JobRow(job) for job in paged.object_list]
+    now = timezone.now()
+    waiting = any(job.status in WAITING for job in paged.object_list)
+    found = cached_estimates(now) if waiting else {}  # the whole queue's, computed once for every page
+    rows = [JobRow(job, now, found) for job in paged.object_list]
     query = request.GET.urlencode()
     context = {
         "page_obj": paged, "rows": rows, "filters": filters, "query": query,
@@ -67,11 +72,12 @@ def job_list(request):
 class JobRow:
     """What one line of the jobs list shows, computed from the job and its prefetched specs."""
 
-    def __init__(self, job: Job, now=None):
+    def __init__(self, job: Job, now=None, estimates=None):
         self.job = job
         self.final = job.status in FINAL
         self.specs = list(job.specs.all())
         self.duration = duration(job, now)
+        self.estimate = start_estimate(job, estimates or {}, now or timezone.now())
 
     @property
     def bid(self) -> str:
@@ -81,6 +87,38 @@ class JobRow:
             if spec.spot_price_limit is not None:
                 return f"{spec.spot_price_limit * 60:.4f} /h"
         return ""
+
+
+def start_estimate(job: Job, estimates: dict[str, Estimate], now) -> dict | None:
+    """What the console shows of a waiting job's estimated start: the text, and its assumptions
+    for the tooltip. None for a job that does not wait or that the last estimate did not see."""
+    found = estimates.get(job.job_id) if job.status in WAITING else None
+    if found is None:
+        return None
+    return {"text": estimate_text(found, now), "title": estimate_assumptions(found)}
+
+
+def estimate_text(found: Estimate, now) -> str:
+    if found.start is None:
+        return f"not within {found.horizon.days} days (estimate)"
+    minutes = max(0, round((found.start - now).total_seconds() / 60))
+    if minutes < 120:
+        return f"starts in about {minutes} min (estimate)"
+    return f"starts in about {round(minutes / 60)} h (estimate)"
+
+
+def estimate_assumptions(found: Estimate) -> str:
+    typical = f"{round(found.typical_run.total_seconds() / 60)} min"
+    whose = f"quota {found.quota}" if found.quota else "the public pool"
+    basis = (f"the median run of {whose}'s jobs that finished in the last {TYPICAL_DAYS} days" if found.typical_from_history
+             else f"a default: no job of {whose} finished in the last {TYPICAL_DAYS} days")
+    text = (f"Estimated at {found.computed_at:%H:%M:%S} by running the scheduler forward from the cluster as it is, "
+            "assuming each running job ends at its maximum running time (JobMaxRunningTimeMinutes) or, without one, "
+            f"after its quota's typical run ({whose}: {typical}, {basis}), and that no job is submitted, stopped or "
+            "restarted meanwhile.")
+    if found.spot_price is not None:
+        text += f" The spot price is assumed to stay at {per_hour(found.spot_price)} /h."
+    return text
 
 
 def duration(job: Job, now=None):
@@ -113,8 +151,10 @@ def detail_context(request, job: Job) -> dict:
     pods = pod_rows(job, request.user)
     hidden = {r["pod"].node.name for r in pods if r["node_label"] == IDLE_LABEL}
     events = [redact(e, hidden) for e in job.events.order_by("-at", "-id")[:100]]
+    now = timezone.now()
+    estimate = start_estimate(job, cached_estimates(now), now) if job.status in WAITING else None
     return {
-        "job": job, "specs": list(job.specs.select_related("spec")), "pods": pods,
+        "job": job, "specs": list(job.specs.select_related("spec")), "pods": pods, "estimate": estimate,
         "live": job.status not in FINAL, "events": events,
         "history": [redact(t, hidden) for t in job.status_history.all()], "restarts": list(job.restarts.all()),
         "can_stop": job.status not in FINAL and can_change(request.user, job),

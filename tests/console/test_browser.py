@@ -307,3 +307,20 @@ def test_the_spot_market_page_advises_a_bid_typed_under_its_chart(page, demo_clu
     page.locator("#price-chart .legendtext", has_text="Your bid (0.4950 /h)").wait_for()
     assert advised(page, "#price-chart", "held", 1) == "91.7%"
     element_shot(page.locator("#price-chart"), "bid-advisor-spot-market")
+
+
+def test_a_waiting_jobs_page_shows_its_estimated_start_with_the_assumptions_on_hover(page, demo_cluster, alice):
+    from console import demo
+
+    demo.seed_jobs()  # bert-pretrain takes both of nlp-team's nodes
+    cycle_tasks.process_cycle.run()
+    lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Running"}
+                             for job in Job.objects.filter(display_name="bert-pretrain") for p in job.pods.all()])
+    waiting = quota_job(alice, "bert-next", pods=1)
+    cycle_tasks.process_cycle.run()
+    login(page, "alice")
+    page.goto(f"/jobs/{waiting.job_id}/")
+    estimate = page.locator(".waiting .estimate")
+    assert re.fullmatch(r"starts in about \d+ min \(estimate\)", estimate.inner_text())
+    assert "JobMaxRunningTimeMinutes" in estimate.get_attribute("title")
+    shot(page, "job-estimated-start")

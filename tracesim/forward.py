@@ -24,8 +24,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from scheduler import (
-    ACCEPT, FORBIDDEN, KIND_IDLE, KIND_PAYG, KIND_SPOT, SOURCE_PAYG, SOURCE_QUOTA, SOURCE_SPOT, PendingJob,
-    PodRequest, RunningPod, Snapshot, plan,
+    ACCEPT,
+    FORBIDDEN,
+    KIND_IDLE,
+    KIND_PAYG,
+    KIND_SPOT,
+    SOURCE_PAYG,
+    SOURCE_QUOTA,
+    SOURCE_SPOT,
+    PendingJob,
+    PodRequest,
+    RunningPod,
+    Snapshot,
+    plan,
 )
 from scheduler.plan import job_order, queue_of
 

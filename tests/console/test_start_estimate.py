@@ -50,7 +50,7 @@ def test_running_jobs_end_at_their_maximum_running_time_else_after_their_quotas_
 
 
 def test_without_finished_jobs_a_quotas_typical_run_is_an_hour(alice):
-    w1, w2 = busy_nlp_team(alice, first_limit=30)
+    _, w2 = busy_nlp_team(alice, first_limit=30)
     found = estimates(NOW)
     assert found[w2.job_id].start == NOW + timedelta(minutes=60)
     assert not found[w2.job_id].typical_from_history

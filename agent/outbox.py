@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from agent import auth
+
 log = logging.getLogger(__name__)
 
 # Within one flush, logs go before progress and progress before status reports: the platform should
@@ -31,11 +33,11 @@ def utcnow_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def celery_sender(app) -> Send:
-    """Send each batch as one task on the platform's `default` queue."""
+def celery_sender(app, token: str, agent: str) -> Send:
+    """Send each batch as one task on the platform's `default` queue, signed as `agent`."""
 
     def send(task_name: str, items: list) -> None:
-        app.send_task(task_name, args=[items], queue="default")
+        app.send_task(task_name, args=[auth.sign(token, agent, task_name, items)], queue="default")
 
     return send
 

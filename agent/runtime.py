@@ -6,6 +6,7 @@ The Celery tasks in agent/tasks.py hand their message to `current()`, the agent 
 import logging
 import threading
 
+from agent import auth
 from agent.machine import Machine
 from agent.metrics import METRICS_TASK, PodSampler
 from agent.outbox import Outbox, utcnow_iso
@@ -13,6 +14,7 @@ from agent.outbox import Outbox, utcnow_iso
 log = logging.getLogger(__name__)
 
 SIMULATED_QUEUE = "agent.simulated"
+HEARTBEAT_TASK = "nodes.heartbeat"
 
 _current = None
 
@@ -30,12 +32,14 @@ def queue_for(node: str | None) -> str:
 
 class Agent:
     def __init__(self, node: str | None, executor, outbox: Outbox, machine: Machine | None, *,
-                 send_heartbeat, heartbeat_s: float, quota: str = "", sampler: PodSampler | None = None):
+                 send_heartbeat, heartbeat_s: float, token: str, replay_window_s: float,
+                 sampler: PodSampler | None = None):
         self.node = node  # None: the simulated agent, serving every simulated node
         self.executor = executor
         self.outbox = outbox
         self.machine = machine
-        self.quota = quota
+        self.token = token  # the join token of this node (agent/auth.py)
+        self.replay_window_s = replay_window_s
         self._send_heartbeat = send_heartbeat
         self.heartbeat_s = heartbeat_s
         self.sampler = sampler  # None: no pod metrics (the simulated agent's pods use nothing)
@@ -45,6 +49,15 @@ class Agent:
     def queue(self) -> str:
         return queue_for(self.node)
 
+    @property
+    def name(self) -> str:
+        """Who this agent signs as: its node, or "simulated"."""
+        return self.node or auth.SIMULATED
+
+    def unseal(self, task: str, sealed) -> list:
+        """The items of a message the platform sealed for this agent (raises auth.Refused)."""
+        return auth.unseal(self.token, task, sealed, self.replay_window_s)
+
     def heartbeat(self) -> dict:
         running = self.executor.running_pod_ids()
         beat = {"node": self.node, "executor": self.executor.kind, "at": utcnow_iso(), "running_pods": len(running)}
@@ -52,13 +65,11 @@ class Agent:
             beat["running_pod_ids"] = running
         if self.machine is not None:
             beat.update(self.machine.as_payload())
-        if self.quota:
-            beat["quota"] = self.quota
         return beat
 
     def beat_once(self) -> None:
         try:
-            self._send_heartbeat(self.heartbeat())
+            self._send_heartbeat(auth.sign(self.token, self.name, HEARTBEAT_TASK, self.heartbeat()))
         except Exception:
             log.exception("heartbeat not sent; will retry")
         self.sample_pods()

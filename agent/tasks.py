@@ -1,6 +1,7 @@
 """The agent's Celery tasks: thin wrappers that hand each pod of the message to this process's executor.
 
 Both return at once; the executor runs the pod in the background and reports through the outbox.
+Each message is sealed for this agent (agent/auth.py): one that is not is refused and logged.
 Only an agent process imports this module (`manage.py agent`); the platform sends these by name
 (the contract is in jobs/dispatch.py).
 """
@@ -9,15 +10,24 @@ import logging
 
 from celery import shared_task
 
-from agent import runtime
+from agent import auth, runtime
 
 log = logging.getLogger(__name__)
 
 
+def _opened(task: str, sealed) -> list:
+    """The items of a message the platform sealed for this agent; [] (logged) for anything else."""
+    try:
+        return runtime.current().unseal(task, sealed)
+    except auth.Refused as exc:
+        log.warning("refused an %s message: %s", task, exc)
+        return []
+
+
 @shared_task(name="agent.start_pods", ignore_result=True)
-def start_pods(specs: list[dict]) -> None:
+def start_pods(sealed: str) -> None:
     executor = runtime.current().executor
-    for spec in specs:
+    for spec in _opened("agent.start_pods", sealed):
         try:
             executor.start(spec)
         except Exception:  # one bad pod must not keep the others of the batch from starting
@@ -25,9 +35,9 @@ def start_pods(specs: list[dict]) -> None:
 
 
 @shared_task(name="agent.stop_pods", ignore_result=True)
-def stop_pods(requests: list[dict]) -> None:
+def stop_pods(sealed: str) -> None:
     executor = runtime.current().executor
-    for request in requests:
+    for request in _opened("agent.stop_pods", sealed):
         try:
             executor.stop(request["pod_id"], request.get("reason") or "Stopped", float(request.get("grace_s", 30)))
         except Exception:

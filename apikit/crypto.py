@@ -1,4 +1,4 @@
-"""Encryption at rest for AccessKey secrets (Fernet, key derived from SECRET_KEY).
+"""Encryption at rest for AccessKey secrets and agents' join tokens (Fernet, key derived from SECRET_KEY).
 
 Set OPENDLC_ENCRYPTION_KEY to keep secrets readable across a SECRET_KEY rotation.
 """

@@ -81,8 +81,11 @@ class Services:
 
     def __init__(self, var: Path, env: dict[str, str], queues: tuple[str, ...] = QUEUES):
         self.var = var
+        from django.conf import settings
+
+        # This process's SECRET_KEY: the services decrypt what it encrypted (the agents' join tokens).
         self.env = {**os.environ, **env, "OPENDLC_VAR_DIR": str(var), "PYTHONUNBUFFERED": "1",
-                    "SECRET_KEY": os.environ.get("SECRET_KEY", "bench")}
+                    "SECRET_KEY": settings.SECRET_KEY}
         self.processes: dict[str, subprocess.Popen] = {}
         _purge(queues)
 
@@ -99,16 +102,22 @@ class Services:
         self._worker("scheduler", "scheduler", 1, loglevel="INFO")  # INFO: each cycle's timings
         self._worker("platform", "default", report_threads)
         self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated", "--concurrency", "2",
-                                 "--loglevel", "WARNING"])
+                                 "--loglevel", "WARNING"], agent="simulated")
 
     def _worker(self, key: str, queues: str, threads: int, loglevel: str = "WARNING") -> None:
         self._spawn(key, [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queues, "-P", "threads",
                           "-c", str(threads), "-n", f"{key}@%h", "--without-gossip", "--without-mingle",
                           "--without-heartbeat", "-l", loglevel])
 
-    def _spawn(self, key: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, key: str, args: list[str], agent: str = "") -> subprocess.Popen:
+        """Start a service; an agent's (`agent`: its node, or "simulated") with a join token issued now."""
+        env = self.env
+        if agent:
+            from jobs.agents import register
+
+            env = {**env, "OPENDLC_AGENT_TOKEN": register(agent)}
         with open(self.var / f"{key}.log", "ab") as log:
-            proc = self.processes[key] = subprocess.Popen(args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
+            proc = self.processes[key] = subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
                                                           stdout=log, stderr=subprocess.STDOUT,
                                                           start_new_session=True)
         return proc

@@ -164,6 +164,9 @@ OPENDLC_SCHEDULE_INTERVAL_S = envint("OPENDLC_SCHEDULE_INTERVAL_S", 5)
 OPENDLC_MARKET_TICK_S = envint("OPENDLC_MARKET_TICK_S", 60)
 OPENDLC_HEARTBEAT_INTERVAL_S = envint("OPENDLC_HEARTBEAT_INTERVAL_S", 10)
 OPENDLC_NODE_LOST_AFTER_S = envint("OPENDLC_NODE_LOST_AFTER_S", 60)
+# A signed agent message or sealed start message older than this is refused (a replay); long enough
+# for reports that waited in the broker through a platform worker's restart.
+OPENDLC_AGENT_REPLAY_WINDOW_S = envint("OPENDLC_AGENT_REPLAY_WINDOW_S", 600)
 OPENDLC_POD_METRICS_RETENTION_S = envint("OPENDLC_POD_METRICS_RETENTION_S", 7 * 24 * 3600)
 OPENDLC_POD_ROOT = Path(os.environ.get("OPENDLC_POD_ROOT", VAR_DIR / "pods"))
 OPENDLC_BILLING_INTERVAL_S = envint("OPENDLC_BILLING_INTERVAL_S", 300)

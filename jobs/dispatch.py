@@ -17,7 +17,14 @@ simulated agent serves them all, KWOK-like). One `Message` is one pod; `send` pu
 messages of one kind for one queue into one task (at most MAX_BATCH pods), in order, so a cycle
 that starts a thousand pods sends a few tasks, not a thousand.
 
-agent -> platform: "jobs.pod_reports" and "jobs.pod_progress" (see jobs/tasks.py).
+agent -> platform: "jobs.pod_reports", "jobs.pod_progress", "jobs.pod_logs", "jobs.pod_metrics" and
+"nodes.heartbeat" (see jobs/tasks.py).
+
+On the wire (agent/auth.py, jobs/agents.py): the one argument of a task to an agent is the batch
+sealed with its node's key (the simulated agent's for agent.simulated), so only that agent reads it
+and only the platform writes it; a node without a credential is sent nothing. A task from an agent
+carries its batch in an envelope signed with the agent's key, refused unless it verifies, within the
+replay window, and then applied only to pods bound to the sender's node.
 
 Messages are built inside the transaction that decides them and sent only after it commits
 (`send_on_commit`), so a rolled-back cycle starts or stops nothing.
@@ -36,6 +43,7 @@ from django.conf import settings
 from django.db import transaction
 
 from dbkit import bulk
+from jobs import agents
 from jobs.models import Job, JobSpec, Pod, PodEvent
 from quotas.models import Executor, Node
 
@@ -241,7 +249,9 @@ def send(messages: list[Message]) -> None:
         for start in range(0, len(payloads), MAX_BATCH):
             batch = payloads[start:start + MAX_BATCH]
             try:
-                current_app.send_task(task, args=[batch], queue=queue)
+                sealed = agents.seal_for(queue, task, batch)
+                if sealed is not None:
+                    current_app.send_task(task, args=[sealed], queue=queue)
             except Exception:  # a broker outage must not lose the rest; the agent's reconcile repairs
                 log.exception("could not send %s for %d pods (%s, ...) to %s", task, len(batch), batch[0]["pod_id"],
                               queue)

@@ -1,9 +1,10 @@
 """Nodes as their agents report them: registration by heartbeat, and nodes lost when heartbeats stop.
 
-An agent sends `nodes.heartbeat` every OPENDLC_HEARTBEAT_INTERVAL_S seconds. The first heartbeat of
-an unknown node registers it, with an instance type made for its machine shape
-(`local.c<cpu>m<GiB>g<gpus>`, price 0) in the public pool, or in the quota the agent was started
-with. The simulated agent's heartbeat (node None) keeps every simulated node alive at once.
+An agent sends `nodes.heartbeat` every OPENDLC_HEARTBEAT_INTERVAL_S seconds, signed with the join token
+an admin issued for its node (jobs/agents.py verifies it first). The first heartbeat of a node
+registers it, with an instance type made for its machine shape (`local.c<cpu>m<GiB>g<gpus>`, price 0)
+in the public pool, or in the quota the admin registered it into. A heartbeat speaks only for its
+sender's node. The simulated agent's heartbeat (node None) keeps every simulated node alive at once.
 
 A node whose last heartbeat is older than OPENDLC_NODE_LOST_AFTER_S becomes NotReady; its pods
 become Unknown, then Failed with reason NodeLost, which frees their capacity.
@@ -19,25 +20,31 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import dispatch
+from jobs.agents import Sender
 from jobs.cycle_requests import request_cycle
 from jobs.models import Job, JobEvent, Pod
 from jobs.states import PodStatus
-from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec
+from quotas.models import Executor, Node, NodeStatus, ResourceSpec
 
 log = logging.getLogger(__name__)
 
 NODE_LOST = "NodeLost"
 
 
-def record_heartbeat(beat: dict, now: datetime | None = None) -> Node | None:
-    """Register or refresh the node of a heartbeat; returns it (None for the simulated agent)."""
+def record_heartbeat(beat: dict, sender: Sender, now: datetime | None = None) -> Node | None:
+    """Register or refresh the sender's node; returns it (None for the simulated agent, and for a
+    heartbeat that speaks for another node than its sender's, which is refused)."""
     now = now or timezone.now()
+    if not isinstance(beat, dict) or beat.get("node") != (None if sender.simulated else sender.name):
+        log.warning("refused a heartbeat of agent %s for node %r", sender.name,
+                    beat.get("node") if isinstance(beat, dict) else beat)
+        return None
     # The agent's clock says when it was alive; never trust it beyond our own clock.
     at = min(_parse(beat.get("at")) or now, now)
     if not beat.get("node"):
         _refresh(Node.objects.filter(executor=Executor.SIMULATED), at, now)
         return None
-    node = _register(beat)
+    node = _register(beat, sender.quota_id)
     _refresh(Node.objects.filter(pk=node.pk), at, now)
     node.refresh_from_db()
     _stop_unwanted(node, beat.get("running_pod_ids") or [])
@@ -54,7 +61,7 @@ def _refresh(nodes, at: datetime, now: datetime) -> None:
 REAL_EXECUTORS = (Executor.PODMAN, Executor.DOCKER, Executor.PROCESS)
 
 
-def _register(beat: dict) -> Node:
+def _register(beat: dict, quota_id: int | None) -> Node:
     gpus = beat.get("gpus") or []
     executor = beat.get("executor") or Executor.PROCESS
     fields = {
@@ -68,7 +75,7 @@ def _register(beat: dict) -> Node:
         with transaction.atomic():
             spec = spec_for_machine(beat.get("cpu", 1), beat.get("memory_mib", 1024), gpus)
             node, created = Node.objects.get_or_create(
-                name=beat["node"], defaults={"spec": spec, "quota": _quota(beat.get("quota")), **fields}
+                name=beat["node"], defaults={"spec": spec, "quota_id": quota_id, **fields}
             )
         if created:
             log.info("node %s registered as %s (%s)", node.name, spec.instance_type, node.pool_label)
@@ -90,15 +97,6 @@ def spec_for_machine(cpu: int, memory_mib: int, gpus: list[dict]) -> ResourceSpe
         },
     )
     return spec
-
-
-def _quota(ref: str | None) -> Quota | None:
-    if not ref:
-        return None
-    quota = Quota.objects.filter(Q(quota_id=ref) | Q(name=ref)).first()
-    if quota is None:
-        log.warning("agent asked for quota %r, which does not exist; the node joins the public pool", ref)
-    return quota
 
 
 def _stop_unwanted(node: Node, running_pod_ids: list[str]) -> None:

@@ -9,12 +9,15 @@ The schedule task is the cycle's (cycle/tasks.py).
     jobs.pod_metrics                     queue 'default'    agent -> platform: pods' CPU, memory, GPU
     nodes.heartbeat                      queue 'default'    agent -> platform: the node is alive
     nodes.reap_lost                      beat               nodes without heartbeats go NotReady
+
+An agent's message is a signed envelope (agent/auth.py); each task opens it (jobs/agents.py) before
+anything is applied, and applies a report only about pods bound to the sender's node.
 """
 
 from celery import shared_task
 from django.db import OperationalError
 
-from jobs import hang, lifecycle, logs, metrics, nodes
+from jobs import agents, hang, lifecycle, logs, metrics, nodes
 
 # Transient database errors (a lost connection, SQLite busy past its timeout) are worth a retry;
 # reports are idempotent, so retrying a batch that was partly applied is safe.
@@ -31,29 +34,37 @@ def detect_hangs() -> list[str]:
     return hang.detect_hangs()
 
 
+def _owned(task: str, envelope) -> list:
+    """The verified items of an agent's batch about its own pods; [] when refused."""
+    sender, items = agents.opened(task, envelope)
+    return agents.own_pods(sender, task, items) if sender is not None else []
+
+
 @shared_task(name="jobs.pod_reports", ignore_result=True, **RETRY)
-def pod_reports(reports: list[dict]) -> int:
-    return lifecycle.apply_reports(reports)
+def pod_reports(envelope: dict) -> int:
+    return lifecycle.apply_reports(_owned("jobs.pod_reports", envelope))
 
 
 @shared_task(name="jobs.pod_progress", ignore_result=True, **RETRY)
-def pod_progress(items: list[dict]) -> int:
-    return lifecycle.apply_progress(items)
+def pod_progress(envelope: dict) -> int:
+    return lifecycle.apply_progress(_owned("jobs.pod_progress", envelope))
 
 
 @shared_task(name="jobs.pod_logs", ignore_result=True)
-def pod_logs(chunks: list[dict]) -> None:
-    logs.store_chunks(chunks)
+def pod_logs(envelope: dict) -> None:
+    logs.store_chunks(_owned("jobs.pod_logs", envelope))
 
 
 @shared_task(name="jobs.pod_metrics", ignore_result=True)
-def pod_metrics(samples: list[dict]) -> int:
-    return metrics.store_samples(samples)
+def pod_metrics(envelope: dict) -> int:
+    return metrics.store_samples(_owned("jobs.pod_metrics", envelope))
 
 
 @shared_task(name="nodes.heartbeat", ignore_result=True)
-def heartbeat(beat: dict) -> None:
-    nodes.record_heartbeat(beat)
+def heartbeat(envelope: dict) -> None:
+    sender, beat = agents.opened("nodes.heartbeat", envelope)
+    if sender is not None:
+        nodes.record_heartbeat(beat, sender)
 
 
 @shared_task(name="nodes.reap_lost", ignore_result=True)

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from apikit import crypto
+
 
 class ResourceType(models.TextChoices):
     ECS = "ECS", "General Computing"
@@ -169,3 +171,26 @@ class Node(models.Model):
     @property
     def pool_label(self) -> str:
         return self.quota.name if self.quota_id else f"public pool ({self.spec.instance_type})"
+
+
+class AgentCredential(models.Model):
+    """The join token an admin issued for a node's agent (or "simulated", the simulated agent's):
+    only a heartbeat signed with it registers the node, into the quota the admin chose."""
+
+    name = models.CharField(max_length=128, unique=True, help_text="The node's name, or \"simulated\".")
+    quota = models.ForeignKey(
+        Quota, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The quota the node joins at its first heartbeat; empty: the public pool.",
+    )
+    token_encrypted = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def token(self) -> str:
+        return crypto.decrypt(self.token_encrypted)

@@ -30,6 +30,15 @@ def fresh_scheduler_memory(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def no_remembered_agent_credentials():
+    """jobs/agents.py keeps credentials a few seconds: a test's rolled-back ones must not outlive it."""
+    from jobs.agents import forget_credentials
+
+    yield
+    forget_credentials()
+
+
+@pytest.fixture(autouse=True)
 def no_wake_ups(monkeypatch):
     """A pod that ends wakes a resting schedule task through Redis (jobs/cycle_requests.py
     _end_rest); no test's pod wakes a task, or leaves a wake-up behind for the next test's paced

@@ -44,10 +44,10 @@ class LiveCluster(harness.Services):
         return self._spawn(f"agent-{node}", [sys.executable, "manage.py", "agent", "--node", node, "--concurrency", "2",
                                              "--runtime", runtime,
                                              # The pod root is in the test's private temporary directory.
-                                             "--pod-user", ""])
+                                             "--pod-user", ""], agent=node)
 
     def start_simulated_agent(self):
-        return self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated"])
+        return self._spawn("simagent", [sys.executable, "manage.py", "agent", "--simulated"], agent="simulated")
 
     def kill(self, key: str) -> None:
         proc = self.processes.pop(key)

@@ -92,7 +92,7 @@ def test_the_agent_sends_its_samples_with_each_heartbeat(executor, recorder):
     wait_for(lambda: executor.metric_targets(), timeout=5)
     assert executor.metric_targets() == [Target("p-beat", executor.metric_targets()[0].pgid, (0,))]
     agent = Agent("metrics-node", executor, executor.outbox, None, send_heartbeat=lambda beat: None,
-                  heartbeat_s=60, sampler=PodSampler(NoGpus()))
+                  heartbeat_s=60, token="t", replay_window_s=600, sampler=PodSampler(NoGpus()))
     agent.beat_once()
     agent.beat_once()
     sent = wait_for(lambda: recorder.items(metrics.METRICS_TASK), timeout=5)

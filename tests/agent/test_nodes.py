@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import nodes
+from jobs.agents import Sender
 from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec, Tenant
 
 pytestmark = pytest.mark.django_db
@@ -19,8 +20,13 @@ def beat(name="gpu-box-1", at=None, **extra):
     }
 
 
+def heartbeat(payload: dict, quota=None):
+    """A heartbeat as the task hands it on, verified as its node's own (jobs/agents.py)."""
+    return nodes.record_heartbeat(payload, Sender(payload["node"] or "simulated", quota.pk if quota else None))
+
+
 def test_the_first_heartbeat_of_a_new_machine_registers_it_as_a_ready_node_in_the_public_pool():
-    node = nodes.record_heartbeat(beat())
+    node = heartbeat(beat())
     assert (node.name, node.status, node.executor, node.quota) == ("gpu-box-1", "Ready", "process", None)
     assert node.gpu_uuids == ["GPU-0", "GPU-1"] and node.hostname == "gpu-box-1.lan"
     spec = node.spec
@@ -31,36 +37,37 @@ def test_the_first_heartbeat_of_a_new_machine_registers_it_as_a_ready_node_in_th
 
 
 def test_machines_of_the_same_shape_share_one_instance_type():
-    nodes.record_heartbeat(beat("a"))
-    nodes.record_heartbeat(beat("b"))
+    heartbeat(beat("a"))
+    heartbeat(beat("b"))
     assert ResourceSpec.objects.filter(instance_type__startswith="local.").count() == 1
 
 
-def test_an_agent_started_with_a_quota_registers_its_node_in_that_quota():
+def test_a_node_registered_into_a_quota_joins_that_quota_whatever_its_agent_asks():
     quota = Quota.objects.create(quota_id="quota00000001", name="nlp-team", tenant=Tenant.objects.create(name="t"))
-    assert nodes.record_heartbeat(beat(quota="nlp-team")).quota == quota
+    Quota.objects.create(quota_id="quota00000002", name="other", tenant=Tenant.objects.create(name="u"))
+    assert heartbeat(beat(quota="other"), quota=quota).quota == quota
 
 
 def test_a_heartbeat_brings_a_lost_node_back_but_an_old_one_does_not():
-    node = nodes.record_heartbeat(beat())
+    node = heartbeat(beat())
     Node.objects.filter(pk=node.pk).update(status=NodeStatus.NOT_READY)
-    nodes.record_heartbeat(beat(at=timezone.now() - timedelta(hours=1)))
+    heartbeat(beat(at=timezone.now() - timedelta(hours=1)))
     assert Node.objects.get(pk=node.pk).status == "NotReady"
-    nodes.record_heartbeat(beat())
+    heartbeat(beat())
     assert Node.objects.get(pk=node.pk).status == "Ready"
 
 
 def test_an_old_heartbeat_does_not_move_the_last_heartbeat_backwards():
     now = timezone.now()
-    nodes.record_heartbeat(beat(at=now))
-    nodes.record_heartbeat(beat(at=now - timedelta(seconds=30)))
+    heartbeat(beat(at=now))
+    heartbeat(beat(at=now - timedelta(seconds=30)))
     assert Node.objects.get(name="gpu-box-1").last_heartbeat == now
 
 
 def test_the_simulated_agents_heartbeat_keeps_every_simulated_node_alive(spec):
     for name in ("sim-1", "sim-2"):
         Node.objects.create(name=name, spec=spec, executor=Executor.SIMULATED, status=NodeStatus.NOT_READY)
-    assert nodes.record_heartbeat({"node": None, "executor": "simulated", "at": timezone.now().isoformat()}) is None
+    assert heartbeat({"node": None, "executor": "simulated", "at": timezone.now().isoformat()}) is None
     assert set(Node.objects.values_list("status", flat=True)) == {"Ready"}
     assert Node.objects.filter(last_heartbeat__isnull=True).count() == 0
 
@@ -68,16 +75,16 @@ def test_the_simulated_agents_heartbeat_keeps_every_simulated_node_alive(spec):
 def test_a_pod_the_agent_runs_but_the_platform_no_longer_wants_is_stopped(make_pod, monkeypatch):
     sent = []
     monkeypatch.setattr(nodes, "_send_stop", lambda node, pod_id: sent.append((node.queue, pod_id)))
-    node = nodes.record_heartbeat(beat())
+    node = heartbeat(beat())
     running, finished = make_pod(node), make_pod(node, status="Failed")
-    nodes.record_heartbeat(beat(running_pod_ids=[running.pod_id, finished.pod_id, "dlc-unknown"]))
+    heartbeat(beat(running_pod_ids=[running.pod_id, finished.pod_id, "dlc-unknown"]))
     assert set(sent) == {("agent.gpu-box-1", "dlc-unknown"), ("agent.gpu-box-1", finished.pod_id)}
 
 
 def test_a_node_without_heartbeats_becomes_not_ready_and_its_pods_fail_with_node_lost(make_pod, settings):
     settings.OPENDLC_NODE_LOST_AFTER_S = 30
-    lost = nodes.record_heartbeat(beat("lost", at=timezone.now() - timedelta(seconds=31)))
-    alive = nodes.record_heartbeat(beat("alive"))
+    lost = heartbeat(beat("lost", at=timezone.now() - timedelta(seconds=31)))
+    alive = heartbeat(beat("alive"))
     running, pending, done = make_pod(lost), make_pod(lost, status="Pending"), make_pod(lost, status="Succeeded")
     elsewhere = make_pod(alive)
 
@@ -102,7 +109,7 @@ def test_nodes_that_never_sent_a_heartbeat_are_not_reaped(spec, settings):
 
 
 def test_a_node_records_which_runtime_its_agent_runs_pods_with_and_never_calls_itself_simulated():
-    assert nodes.record_heartbeat(beat("c", executor="podman")).executor == "podman"
-    assert nodes.record_heartbeat(beat("d", executor="docker")).executor == "docker"
+    assert heartbeat(beat("c", executor="podman")).executor == "podman"
+    assert heartbeat(beat("d", executor="docker")).executor == "docker"
     # Only the platform makes simulated nodes: an agent saying so would take the simulated queue.
-    assert nodes.record_heartbeat(beat("e", executor="simulated")).executor == "process"
+    assert heartbeat(beat("e", executor="simulated")).executor == "process"

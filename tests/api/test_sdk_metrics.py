@@ -1,5 +1,5 @@
-"""DLC GetJobMetrics through the official SDK: the samples the agents sent (jobs.pod_metrics), per
-pod in time steps; a job of another workspace does not exist; bad input names the field."""
+"""DLC GetJobMetrics through the official SDK: the samples the agents sent (stored as jobs.pod_metrics
+stores them), per pod in time steps; a job of another workspace does not exist; bad input names the field."""
 
 from datetime import timedelta
 
@@ -7,7 +7,7 @@ import pytest
 from alibabacloud_pai_dlc20201203 import models as dlc
 from django.utils import timezone
 
-from jobs import tasks
+from jobs import metrics
 from jobs.models import Job, Pod, PodMetric
 from quotas.models import Workspace
 from tests.api.conftest import dlc_client, key_of
@@ -21,7 +21,7 @@ def sampled(bob):
                              display_name="sampled", user_command="x", status="Running")
     Pod.objects.create(pod_id="sampled-worker-0", job=job, role="Worker", index=0, status="Running")
     t0 = (timezone.now() - timedelta(minutes=30)).replace(second=0, microsecond=0)
-    tasks.pod_metrics([
+    metrics.store_samples([
         {"pod_id": "sampled-worker-0", "at": (t0 + timedelta(seconds=s)).isoformat(), "cpu_m": cpu, "mem_mib": 2048,
          "gpu_util": util, "gpu_mem_mib": 1024}
         for s, cpu, util in ((0, 1000, 80), (30, 3000, 90), (360, 500, None))
@@ -54,7 +54,7 @@ def test_gpu_utilization_leaves_out_samples_without_nvml(bob_dlc, sampled):
 
 def test_samples_older_than_the_retention_are_removed(sampled, settings):
     settings.OPENDLC_POD_METRICS_RETENTION_S = 60
-    tasks.pod_metrics([{"pod_id": "sampled-worker-0", "at": timezone.now().isoformat(), "cpu_m": 1, "mem_mib": 1}])
+    metrics.store_samples([{"pod_id": "sampled-worker-0", "at": timezone.now().isoformat(), "cpu_m": 1, "mem_mib": 1}])
     assert PodMetric.objects.count() == 1
 
 

@@ -55,6 +55,7 @@ def test_send_puts_consecutive_messages_of_one_kind_for_one_queue_in_one_task_in
 
     tasks = []
     monkeypatch.setattr(app, "send_task", lambda name, args, queue: tasks.append((name, queue, args[0])))
+    monkeypatch.setattr(dispatch.agents, "seal_for", lambda queue, task, items: items)  # sealing: tests/agent/test_auth.py
     monkeypatch.setattr(dispatch, "MAX_BATCH", 3)
     stop = [dispatch.Message(dispatch.STOP_POD, {"pod_id": f"s{i}"}, "agent.simulated") for i in range(2)]
     start = [dispatch.Message(dispatch.START_POD, {"pod_id": f"a{i}"}, "agent.simulated") for i in range(4)]
@@ -83,6 +84,7 @@ def test_a_broker_error_loses_only_that_task(monkeypatch, caplog):
         tasks.append(queue)
 
     monkeypatch.setattr(app, "send_task", flaky)
+    monkeypatch.setattr(dispatch.agents, "seal_for", lambda queue, task, items: items)
     real_send([dispatch.Message(dispatch.START_POD, {"pod_id": "a"}, "agent.down"),
                dispatch.Message(dispatch.START_POD, {"pod_id": "b"}, "agent.up")])
     assert tasks == ["agent.up"] and "could not send agent.start_pods for 1 pods (a, ...) to agent.down" in caplog.text

@@ -2,7 +2,9 @@
 
 The agent is a Celery worker on its own queue (`agent.<NAME>`, or `agent.simulated`). Its tasks
 return at once: pods run in the background, in a thread pool that never waits on them. It talks to
-the platform only through the broker (heartbeats, pod reports, logs, progress), never the ORM.
+the platform only through the broker (heartbeats, pod reports, logs, progress), never the ORM,
+signed with the join token an admin issued for its node (`manage.py register_node NAME`, or
+`register_node --simulated`), read from --token-file or OPENDLC_AGENT_TOKEN.
 """
 
 import logging
@@ -21,7 +23,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--node", default="", help="Node name (default: this host's name).")
         parser.add_argument("--simulated", action="store_true", help="Run the one agent of all simulated nodes.")
-        parser.add_argument("--quota", default="", help="Quota (QuotaId or name) a newly registered node joins.")
+        parser.add_argument("--token-file", default="",
+                            help="File holding this node's join token (manage.py register_node); "
+                                 "default: the OPENDLC_AGENT_TOKEN environment variable.")
         parser.add_argument("--runtime", choices=("podman", "docker", "process"), default=None,
                             help="How pods run: as containers of their image (podman, docker) or as processes on "
                                  "this host, without their image (process). Default: podman or docker where one "
@@ -99,16 +103,35 @@ def build_agent(app, options):
     from agent.runtime import Agent
     from agent.simulated import SimulatedExecutor
 
-    outbox = Outbox(celery_sender(app))
+    name = "simulated" if options["simulated"] else options["node"] or socket.gethostname()
+    token = join_token(options.get("token_file") or "", name)
+    outbox = Outbox(celery_sender(app, token, name))
     interval = settings.OPENDLC_HEARTBEAT_INTERVAL_S
+    credential = {"token": token, "replay_window_s": settings.OPENDLC_AGENT_REPLAY_WINDOW_S}
 
     def send_heartbeat(beat: dict) -> None:
         # A heartbeat that waited in the broker longer than a few intervals says nothing any more.
         app.send_task("nodes.heartbeat", args=[beat], queue="default", expires=max(3 * interval, 30))
 
     if options["simulated"]:
-        return Agent(None, SimulatedExecutor(outbox), outbox, None, send_heartbeat=send_heartbeat, heartbeat_s=interval)
-    node = options["node"] or socket.gethostname()
-    executor = pod_executor(options.get("runtime"), node, outbox, options.get("pod_user"))
-    return Agent(node, executor, outbox, discover(), send_heartbeat=send_heartbeat, heartbeat_s=interval,
-                 quota=options["quota"], sampler=PodSampler())
+        return Agent(None, SimulatedExecutor(outbox), outbox, None, send_heartbeat=send_heartbeat, heartbeat_s=interval,
+                     **credential)
+    executor = pod_executor(options.get("runtime"), name, outbox, options.get("pod_user"))
+    return Agent(name, executor, outbox, discover(), send_heartbeat=send_heartbeat, heartbeat_s=interval,
+                 sampler=PodSampler(), **credential)
+
+
+def join_token(path: str, name: str) -> str:
+    from agent.auth import read_token
+
+    if path:
+        try:
+            return read_token(path)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--token-file: {exc}") from None
+    token = os.environ.get("OPENDLC_AGENT_TOKEN", "").strip()
+    if not token:
+        how = "--simulated" if name == "simulated" else name
+        raise CommandError(f"no join token: give --token-file or OPENDLC_AGENT_TOKEN (an admin issues one with "
+                           f"`manage.py register_node {how}`)")
+    return token

@@ -2,12 +2,13 @@
 
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from quotas.models import (
-    Executor, Membership, Node, Quota, ResourceSpec, ResourceType, Role, Tenant, Workspace,
+    AgentCredential, Executor, Membership, Node, Quota, ResourceSpec, ResourceType, Role, Tenant, Workspace,
 )
 
 DEMO_PASSWORD = "opendlc-demo"
@@ -154,3 +155,24 @@ def seed_jobs() -> list[str]:
                            workspace_id=vision.pk, quota_id=quota["cv-team"], envs=sim(3 * 3600))),
     ]
     return [create_job(user, request).job_id for user, request in requests]
+
+
+# The agents the Procfile starts: this machine as node "local" (public pool) and the simulated agent.
+DEMO_AGENTS = ("local", "simulated")
+
+
+def agent_tokens(directory: Path) -> list[str]:
+    """Give each demo agent a join token in <directory>/<name>.token, where the Procfile's agents read
+    it; a token already there and still valid is kept. Returns the names issued a new one."""
+    from jobs import agents
+
+    directory.mkdir(parents=True, exist_ok=True)
+    issued = []
+    for name in DEMO_AGENTS:
+        path = directory / f"{name}.token"
+        credential = AgentCredential.objects.filter(name=name).first()
+        if credential is not None and path.exists() and path.read_text().strip() == credential.token:
+            continue
+        agents.write_token_file(path, agents.register(name))
+        issued.append(name)
+    return issued

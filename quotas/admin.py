@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from quotas.models import Membership, Node, Quota, ResourceSpec, Tenant, Workspace
+from quotas.models import AgentCredential, Membership, Node, Quota, ResourceSpec, Tenant, Workspace
 
 
 class MembershipInline(admin.TabularInline):
@@ -44,3 +44,15 @@ class NodeAdmin(admin.ModelAdmin):
     list_display = ["name", "spec", "quota", "status", "executor", "last_heartbeat"]
     list_filter = ["status", "executor", "quota", "spec"]
     search_fields = ["name", "hostname"]
+
+
+@admin.register(AgentCredential)
+class AgentCredentialAdmin(admin.ModelAdmin):
+    """Issued with `manage.py register_node`; deleting one revokes the agent's join token."""
+
+    list_display = ("name", "quota", "created_at")
+    fields = ("name", "quota", "created_at")
+    readonly_fields = ("name", "created_at")
+
+    def has_add_permission(self, request):
+        return False  # a token is shown once, by register_node

@@ -1,12 +1,17 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from console import demo
 
 
 class Command(BaseCommand):
-    help = "Create the demo tenant, workspaces, quotas, nodes and users (once)."
+    help = ("Create the demo tenant, workspaces, quotas, nodes and users (once), and the join tokens of the "
+            "Procfile's agents (whenever one is missing).")
 
     def handle(self, *args, **options):
+        tokens = settings.VAR_DIR / "agents"
+        for name in demo.agent_tokens(tokens):
+            self.stdout.write(f"Registered agent {name}; its join token is in {tokens / name}.token")
         result = demo.seed()
         if not result.created:
             self.stdout.write("Demo data already present; nothing to do.")

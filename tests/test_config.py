@@ -96,7 +96,8 @@ def test_a_node_agent_holds_neither_the_database_url_nor_the_secret_key(tmp_path
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
     env.update(OPENDLC_VAR_DIR=str(tmp_path), SECRET_KEY="platform-secret-key-" * 3,
-               DATABASE_URL="postgres://opendlc:db-password@127.0.0.1:5432/opendlc", OPENDLC_ENCRYPTION_KEY="k" * 44)
+               DATABASE_URL="postgres://opendlc:db-password@127.0.0.1:5432/opendlc", OPENDLC_ENCRYPTION_KEY="k" * 44,
+               OPENDLC_AGENT_TOKEN="its-join-token")  # the one secret it keeps
     agent = subprocess.Popen([sys.executable, "manage.py", "agent", "--simulated"], cwd=ROOT, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -104,7 +105,8 @@ def test_a_node_agent_holds_neither_the_database_url_nor_the_secret_key(tmp_path
         wait_for(lambda: b"OPENDLC_PROCESS_ROLE=agent" in environ.read_bytes() and agent.poll() is None, 30)
         held = environ.read_bytes()
         assert b"platform-secret-key" not in held and b"db-password" not in held and b"OPENDLC_ENCRYPTION_KEY" not in held
-        assert agent.poll() is None  # it runs: an agent needs only the broker
+        assert agent.poll() is None  # it runs: an agent needs only the broker and its join token
+        assert b"OPENDLC_AGENT_TOKEN=its-join-token" in held
     finally:
         os.killpg(agent.pid, 9)
         _, err = agent.communicate(timeout=30)

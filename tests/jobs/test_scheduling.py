@@ -509,7 +509,9 @@ def test_a_cycle_reads_the_live_pods_with_a_plain_index_scan_where_the_planner_p
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_pod")  # statistics from while a few pods ran, as in a busy cluster
-        cursor.execute("SET LOCAL random_page_cost = 100")  # the index looks dear
+        # The index looks dear: its pages random, each of its entries costly to read.
+        cursor.execute("SET LOCAL random_page_cost = 1000")
+        cursor.execute("SET LOCAL cpu_index_tuple_cost = 1")
 
     def plan() -> str:
         with connection.cursor() as cursor:

@@ -21,7 +21,8 @@ from django.db.models import Count, F, Max, Min, Q
 
 from jobs import nodes as node_life
 from jobs.cycle_lock import hold_cycle_lock
-from jobs.models import Pod
+from jobs.models import Job, Pod
+from jobs.services import visible_jobs
 from jobs.states import FINAL
 from quotas.models import (
     Membership, Node, NodeStatus, QueueStrategy, Quota, ResourceSpec, ResourceType, Role, Workspace,
@@ -114,6 +115,30 @@ def quota_for_user(user, quota_id: str, *, admin: bool = False) -> Quota:
             f"Changing quota {quota.quota_id} needs a staff user or an owner/admin of a workspace bound to it."
         )
     return quota
+
+
+@dataclass(frozen=True)
+class UsageScope:
+    """The workspaces whose usage a user may read, and the jobs that make it up."""
+
+    workspaces: Any  # a Workspace queryset
+    jobs: Any  # a Job queryset
+
+
+def usage_scope(user, workspace: Workspace | None) -> UsageScope:
+    """Whose usage the user reads from `workspace` (the console's current one): staff and the owners and
+    admins of any workspace of its tenant, every workspace of that tenant with all their jobs; anyone
+    else, their own workspaces of that tenant and the jobs visible_jobs shows them. Never another
+    tenant's, whatever the role."""
+    is_member = workspace is not None and Membership.objects.filter(user=user, workspace=workspace).exists()
+    if not (is_member or (workspace is not None and user.is_staff)):
+        return UsageScope(Workspace.objects.none(), Job.objects.none())
+    tenant_workspaces = Workspace.objects.filter(tenant=workspace.tenant_id)
+    if user.is_staff or Membership.objects.filter(user=user, role__in=ADMIN_ROLES,
+                                                  workspace__tenant=workspace.tenant_id).exists():
+        return UsageScope(tenant_workspaces, Job.objects.filter(workspace__in=tenant_workspaces.values("pk")))
+    own = tenant_workspaces.filter(memberships__user=user)
+    return UsageScope(own, visible_jobs(user).filter(workspace__in=own.values("pk")))
 
 
 def new_quota_id() -> str:

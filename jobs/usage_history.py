@@ -1,0 +1,127 @@
+"""What jobs used over a past range [start, end): GPU-seconds by workspace, quota, user and source,
+the time jobs queued per quota (p50 / p95), and preemptions with the GPU-seconds they cost.
+
+Every figure is summed by the database in one query, whatever the number of jobs (the Usage page
+reads them over ranges of 100,000 jobs). jobs.usage is the other account, of what pods hold now.
+
+- A pod runs from `started_at` to `finished_at` (still running: to `now`); its GPU-seconds in the
+  range are `gpu` x the overlap of that interval with [start, end). Every incarnation counts.
+- Its source is its kind: guaranteed (a quota's own nodes), idle (borrowed), spot, or public
+  (pay-as-you-go on the public pool). A pod bound without a kind counts as guaranteed, as the
+  scheduler counts it (jobs.usage).
+- A job's queueing time runs from its submission to its first Running; it counts in the range
+  its first Running falls in. Percentiles are nearest-rank: p of n values is the ceil(p*n/100)-th.
+- A preemption is a pod that ended Evicted (Resource Preempted: reclaimed by a quota, released
+  by the spot market, or drained off its node) inside the range. It cost the GPU-seconds since
+  its job's last checkpoint, when that checkpoint fell in the pod's run, else since its start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Case, Count, F, FloatField, Func, Q, Sum, Value, When, Window
+from django.db.models.fields import DateTimeField
+from django.db.models.functions import Coalesce, Greatest, Least, RowNumber
+
+from jobs.models import Pod, PodKind
+from jobs.states import PodSubStatus
+
+SOURCES = {PodKind.GUARANTEED: "guaranteed", PodKind.IDLE: "idle", PodKind.SPOT: "spot", PodKind.PAYG: "public"}
+PERCENTILES = (50, 95)
+
+
+class Epoch(Func):
+    """Seconds since 1970 of a datetime, as a float, on SQLite (text datetimes) and PostgreSQL."""
+
+    output_field = FloatField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)",
+                           **extra)
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """GPU-seconds of the pods of one (workspace, quota, user, source) in the range."""
+
+    workspace_id: int
+    quota_id: int | None
+    user_id: int
+    source: str
+    gpu_seconds: float
+
+
+def gpu_use(jobs, start: datetime, end: datetime, now: datetime) -> list[GpuUse]:
+    """The GPU-seconds of the pods of `jobs` (a Job queryset) in [start, end), per group."""
+    at = lambda moment: Value(moment, output_field=DateTimeField())  # noqa: E731
+    ran_from = Greatest(F("started_at"), at(start))
+    ran_to = Least(Coalesce(F("finished_at"), at(now)), at(end))
+    rows = (
+        Pod.objects.filter(job__in=jobs, gpu__gt=0, started_at__lt=min(end, now))
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
+        .values("job__workspace", "job__quota", "job__user", "kind")
+        .annotate(seconds=Sum(F("gpu") * (Epoch(ran_to) - Epoch(ran_from)), output_field=FloatField()))
+        .order_by()
+    )
+    return [GpuUse(r["job__workspace"], r["job__quota"], r["job__user"], SOURCES.get(r["kind"], "guaranteed"),
+                   r["seconds"]) for r in rows if r["seconds"] > 0]
+
+
+@dataclass(frozen=True)
+class QueueTimes:
+    """How long the jobs of one quota (None: the public pool's spot and pay-as-you-go jobs) queued."""
+
+    jobs: int
+    p50_s: float
+    p95_s: float
+
+
+def queue_times(jobs, start: datetime, end: datetime) -> dict[int | None, QueueTimes]:
+    """Per quota, the p50 and p95 queueing time of the jobs whose first Running is in [start, end)."""
+    waited = jobs.filter(running_at__gte=start, running_at__lt=end).annotate(
+        wait=Epoch(F("running_at")) - Epoch(Coalesce(F("submitted_at"), F("created_at"))),
+        rank=Window(RowNumber(), partition_by=[F("quota")], order_by=[F("wait").asc(), F("pk").asc()]),
+        n=Window(Count("pk"), partition_by=[F("quota")]),
+    )
+    # The nearest rank ceil(p*n/100), in integers so that no float rounding picks a neighbour.
+    ranks = {p: (F("n") * p + 99) / 100 for p in PERCENTILES}
+    picked = waited.filter(Q(rank=ranks[50]) | Q(rank=ranks[95])).values_list("quota", "rank", "n", "wait")
+    found: dict[int | None, dict] = {}
+    for quota, rank, n, wait in picked:
+        entry = found.setdefault(quota, {"n": n})
+        for p in PERCENTILES:
+            if rank == (n * p + 99) // 100:
+                entry[p] = wait
+    return {quota: QueueTimes(e["n"], e[50], e[95]) for quota, e in found.items()}
+
+
+@dataclass(frozen=True)
+class Preemptions:
+    """The pods of one quota's jobs (None: spot and public jobs) evicted for one reason in the range."""
+
+    quota_id: int | None
+    reason: str  # the stop reason: Preempted, SpotReleased or NodeDrained
+    pods: int
+    jobs: int
+    lost_gpu_seconds: float
+
+
+def preemptions(jobs, start: datetime, end: datetime) -> list[Preemptions]:
+    """Evicted pods of `jobs` that ended in [start, end), per (quota, reason), with the work they lost."""
+    checkpoint = F("job__last_checkpoint_at")
+    since = Case(When(Q(job__last_checkpoint_at__gt=F("started_at"), job__last_checkpoint_at__lte=F("finished_at")),
+                      then=checkpoint), default=Coalesce(F("started_at"), F("finished_at")))
+    rows = (
+        Pod.objects.filter(job__in=jobs, sub_status=PodSubStatus.EVICTED, finished_at__gte=start, finished_at__lt=end)
+        .values("job__quota", "reason_code")
+        .annotate(pods=Count("pk"), jobs=Count("job", distinct=True),
+                  lost=Sum(F("gpu") * (Epoch(F("finished_at")) - Epoch(since)), output_field=FloatField()))
+        .order_by()
+    )
+    return [Preemptions(r["job__quota"], r["reason_code"], r["pods"], r["jobs"], r["lost"] or 0.0) for r in rows]
+

@@ -1,0 +1,45 @@
+"""What jobs spent on the public pool, from the daily bills spot/bills.py writes: per day and pay type,
+the amount, its pay-as-you-go equivalent and the savings (market.billing's rules, summed by the database)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+
+from django.db.models import Sum
+
+from market.engine import PRICE_PLACES
+from spot.models import DailyBill
+
+ZERO = Decimal("0")
+
+
+@dataclass(frozen=True)
+class DaySpend:
+    day: date
+    pay_type: str  # spot or postpaid (pay-as-you-go)
+    minutes: int
+    amount: Decimal
+    on_demand_amount: Decimal
+
+    @property
+    def savings(self) -> Decimal:
+        return self.on_demand_amount - self.amount
+
+
+def spend_by_day(jobs, first: date, last: date) -> list[DaySpend]:
+    """The bills of `jobs` (a Job queryset) from `first` to `last` inclusive, summed per day and pay type."""
+    rows = (
+        DailyBill.objects.filter(job__in=jobs, day__gte=first, day__lte=last)
+        .values("day", "pay_type")
+        .annotate(minutes=Sum("minutes"), amount=Sum("amount"), on_demand=Sum("on_demand_amount"))
+        .order_by("day", "pay_type")
+    )
+    return [DaySpend(r["day"], r["pay_type"], r["minutes"] or 0, exact(r["amount"]), exact(r["on_demand"]))
+            for r in rows]
+
+
+def exact(total) -> Decimal:
+    # SQLite sums decimals as floats: back to the bills' own 6 places.
+    return Decimal(total or ZERO).quantize(PRICE_PLACES)

@@ -1,4 +1,5 @@
-"""Quotas (admins): the tree with usage bars, create/edit with nodes and workspaces; Nodes."""
+"""Quotas: the tree with usage bars for every user who may see them, create/edit with nodes and
+workspaces for admins; Nodes."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -21,7 +22,7 @@ from quotas.services import (
 
 @login_required
 def quota_list(request):
-    require_quota_admin(request.user)
+    # Read-only for members: the quotas ListQuotas shows them, with the same figures.
     quotas = list(visible_quotas(request.user).prefetch_related("workspaces").order_by("name"))
     usage = quota_usage(quotas)
     editable = set(administered_quotas(request.user).values_list("pk", flat=True))

@@ -93,6 +93,24 @@ def test_every_face_reports_the_same_guaranteed_use_lending_and_borrowing(borrow
     assert sum(int(n.request_gpu) for n in nodes) == (cv.guaranteed_used + cv.lent).gpu == 16
 
 
+def test_a_member_reads_on_the_quotas_page_what_list_quotas_tells_him(borrowing, client, bob, bob_studio):
+    """bob, a plain member, reads the Quotas page (read-only) with the figures ListQuotas gives him."""
+    client.force_login(bob)
+    usage = {Quota.objects.get(pk=pk).name: u for pk, u in usage_by_quota().items()}
+    listed, _ = sdk_quota_details(bob_studio, lambda c: c.list_quotas(studio.ListQuotasRequest()))
+    theirs = {q.quota_name for q in listed.quotas}
+    assert {"nlp-team", "cv-team"} <= theirs
+    assert console_rows(client) == {name: console_figures(usage[name]) for name in theirs}
+    assert {q.quota_name: sdk_figures(q.quota_details) for q in listed.quotas} == {
+        name: expected_sdk_figures(usage[name]) for name in theirs}
+    nlp = console_figures(usage["nlp-team"])
+    assert nlp[2:] == (0, 12)  # it lends nothing and borrows 12 GPUs: the bar shows them apart
+    # 16 used of 16 guaranteed, then 12 borrowed: the bar spans 28 GPUs.
+    assert '<span class="used" style="width: 57%"></span><span class="lent" style="width: 0%"></span>' \
+           '<span class="free" style="width: 0%"></span><span class="borrowed" style="width: 43%"></span>' \
+           in client.get("/quotas/").content.decode()
+
+
 def gpus(gpu: int, cores: int, gib: int) -> Resources:
     return Resources(gpu, cores * 1000, gib * GiB)
 

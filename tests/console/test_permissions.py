@@ -57,7 +57,7 @@ def test_alice_switches_workspace_and_sees_its_jobs(alice_client, alice):
     assert b"vision-run" in alice_client.get("/jobs/").content
 
 
-@pytest.mark.parametrize("url", ["/quotas/", "/quotas/new/", "/quotas/quota00000002/edit/"])
+@pytest.mark.parametrize("url", ["/quotas/new/", "/quotas/quota00000002/edit/"])
 def test_quota_admin_pages_are_forbidden_to_members_and_outsiders(bob_client, charlie, client, url):
     assert bob_client.get(url).status_code == 403
     client.force_login(charlie)

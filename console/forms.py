@@ -5,6 +5,7 @@ jobs.services.create_job's, and its field errors are put back next to the inputs
 """
 
 import re
+from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import forms
@@ -383,3 +384,30 @@ class QuotaForm(forms.ModelForm):
             return self.fields["parent"].queryset.filter(pk=int(raw)).first() if raw else None
         except (TypeError, ValueError):
             return None
+
+
+class UsageRangeForm(forms.Form):
+    """The Usage page's range: whole UTC days `from` to `to`, both included (default: the last 7 days)."""
+
+    MAX_DAYS = 366
+    DEFAULT_DAYS = 7
+
+    def __init__(self, data, today):
+        data = {"from": (today - timedelta(days=self.DEFAULT_DAYS - 1)).isoformat(), "to": today.isoformat(),
+                **{k: v for k, v in data.items() if k in ("from", "to") and v}}
+        super().__init__(data)
+        date_errors = {"invalid": "Enter a date as YYYY-MM-DD."}
+        self.fields["from"] = forms.DateField(label="From", input_formats=["%Y-%m-%d"], error_messages=date_errors,
+                                              widget=forms.DateInput(attrs={"type": "date"}))
+        self.fields["to"] = forms.DateField(label="To", input_formats=["%Y-%m-%d"], error_messages=date_errors,
+                                            widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        first, last = data.get("from"), data.get("to")
+        if first and last and last < first:
+            self.add_error("to", f"To ({last}) must be on or after From ({first}).")
+        elif first and last and (last - first).days + 1 > self.MAX_DAYS:
+            days = (last - first).days + 1
+            self.add_error("to", f"The range may span at most {self.MAX_DAYS} days; it spans {days}.")
+        return data

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console import metrics, views
-from console.pages import billing, create, jobs, keys, market, quotas, workspace
+from console.pages import analytics, billing, create, jobs, keys, market, quotas, workspace
 
 console_patterns = [
     path("", views.home, name="home"),
@@ -21,6 +21,8 @@ console_patterns = [
     path("spot/", market.market, name="market"),
     path("spot/<str:instance_type>/history/", market.price_chart, name="price-chart"),
     path("spot/<str:instance_type>/advice/", market.bid_advice, name="bid-advice"),
+    path("usage/", analytics.usage, name="usage"),
+    path("usage/<str:table>.csv", analytics.usage_csv, name="usage-csv"),
     path("billing/", billing.billing, name="billing"),
     path("billing/export.csv", billing.billing_csv, name="billing-csv"),
     path("access-keys/", keys.key_list, name="access-keys"),

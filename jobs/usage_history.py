@@ -83,7 +83,7 @@ class QueueTimes:
 
 def queue_times(jobs, start: datetime, end: datetime) -> dict[int | None, QueueTimes]:
     """Per quota, the p50 and p95 queueing time of the jobs whose first Running is in [start, end)."""
-    waited = jobs.filter(running_at__gte=start, running_at__lt=end).annotate(
+    waited = jobs.filter(running_at__gte=start, running_at__lt=end).order_by().annotate(
         wait=Epoch(F("running_at")) - Epoch(Coalesce(F("submitted_at"), F("created_at"))),
         rank=Window(RowNumber(), partition_by=[F("quota")], order_by=[F("wait").asc(), F("pk").asc()]),
         n=Window(Count("pk"), partition_by=[F("quota")]),

@@ -19,6 +19,7 @@ NAV = [
     ("quotas", "Quotas", "console:quotas"),
     ("nodes", "Nodes", "console:nodes"),
     ("market", "Spot Market", "console:market"),
+    ("usage", "Usage", "console:usage"),
     ("billing", "Billing", "console:billing"),
     ("keys", "Access Keys", "console:access-keys"),
 ]

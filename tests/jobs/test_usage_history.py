@@ -78,7 +78,8 @@ def test_queueing_percentiles_are_nearest_rank_per_quota(alice):
     for minutes in (70, 10, 100, 30, 50, 20, 90, 40, 80, 60):
         job(alice, submitted_at=at(5), running_at=at(5) + timedelta(minutes=minutes))
     for minutes in (5, 1, 3):
-        job(alice, quota="cv-team", workspace="vision-lab", submitted_at=at(1), running_at=at(1) + timedelta(minutes=minutes))
+        job(alice, quota="cv-team", workspace="vision-lab", submitted_at=at(1),
+            running_at=at(1) + timedelta(minutes=minutes))
     job(alice, submitted_at=at(-5), running_at=at(-1))  # first ran before the range
     job(alice, submitted_at=at(2))  # still queuing
     job(alice, quota=None, source="spot", created_at=at(3), running_at=at(3.5))  # no submitted_at: from its creation

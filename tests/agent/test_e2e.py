@@ -216,7 +216,9 @@ def test_metrics_counted_by_the_worker_processes_reach_the_web_process_scrape(li
     live.start_platform()
     live.start_simulated_agent()
     live.wait(registered("e2e-a", "e2e-b"), "the simulated agent's heartbeat to keep both nodes alive")
-    job = submit(team, "train", pods=2, envs={"SIM_DURATION_S": "0.5"})
+    # Long enough that each pod's Running report is applied before its end: an end that overtakes
+    # it leaves the pod's start untimed (the late Running report is ignored).
+    job = submit(team, "train", pods=2, envs={"SIM_DURATION_S": "3"})
     live.wait(lambda: status(job) == "Succeeded", "the simulated job to succeed")
 
     text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer e2e").content.decode()

@@ -30,6 +30,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -56,6 +57,8 @@ OOM_KILLED = "OOMKilled"
 DEFAULT_SHM_MIB = 8192
 PULL_TIMEOUT_S = 1800
 CLI_TIMEOUT_S = 120
+# Podman settings for hosts where its defaults cannot start a container (deploy/podman/containers.conf).
+PODMAN_HOST_CONF = Path(__file__).resolve().parent.parent / "deploy" / "podman" / "containers.conf"
 KMSG = "/dev/kmsg"
 ENV_FILE = ".opendlc-env"
 # PID 1 of every pod: runs the command as its child and, on SIGTERM, passes it to the whole process
@@ -105,7 +108,52 @@ def find_runtime(name: str) -> Runtime:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeNotFound(f"`{name} info` failed: {last}")
+    if name == "podman" and "CONTAINERS_CONF" not in os.environ:
+        why = podman_defaults_fail(done.stdout)
+        if why and shutil.which("runc"):
+            # Every later podman call of this agent inherits it, as if the operator had exported it.
+            os.environ["CONTAINERS_CONF"] = str(PODMAN_HOST_CONF)
+            log.warning("podman's defaults cannot start containers here (%s): using %s", why, PODMAN_HOST_CONF)
     return Runtime(name, binary)
+
+
+def podman_defaults_fail(info_json: str, *, nr_open_path: str = "/proc/sys/fs/nr_open",
+                         raise_limit=None) -> str | None:
+    """Why Podman's defaults would fail to start any container on this host, or None.
+
+    Two known causes, both met on VMs and CI sandboxes: Podman run as root raises the container's
+    open-files limit to the kernel's maximum, which some sandboxes forbid even to root; and crun
+    refuses a host that mixes cgroup v1 and v2 ("hybrid mode").
+    """
+    try:
+        host = json.loads(info_json).get("host", {})
+    except ValueError:
+        host = {}
+    runtime = (host.get("ociRuntime") or {}).get("name", "")
+    if host.get("cgroupVersion") == "v1" and runtime == "crun" and os.path.isdir("/sys/fs/cgroup/unified"):
+        return "crun cannot run on cgroups in hybrid mode"
+    if os.geteuid() == 0:
+        try:
+            limit = int(Path(nr_open_path).read_text())
+        except (OSError, ValueError):
+            return None
+        try:
+            (raise_limit or _raise_nofile_in_child)(limit)
+        except PermissionError:
+            return f"raising the open-files limit to {limit} is not permitted"
+    return None
+
+
+def _raise_nofile_in_child(limit: int) -> None:
+    """Try, in a child process so that the agent's own limits stay as they are, what Podman would do."""
+    probe = ("import resource, sys\n"
+             "try:\n"
+             f"    resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit}))\n"
+             "except (ValueError, OSError):\n"
+             "    sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    if done.returncode == 3:
+        raise PermissionError(limit)
 
 
 def default_runtime() -> Runtime | None:

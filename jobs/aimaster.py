@@ -353,6 +353,12 @@ def _matching(line: str, patterns: tuple[str, ...]) -> str | None:
 # ---- 3. restart or fail ------------------------------------------------------------------------
 
 
+def failure_text(pod_id: str, exit_code: int | None, message: str) -> str:
+    """A failed pod in words; a pod that never ran (its container did not start) has no exit code."""
+    what = f"Pod {pod_id} failed" + (f" with exit code {exit_code}" if exit_code is not None else "")
+    return what + (f": {message}" if message else "")
+
+
 def after_pod_failure(job: Job, pod: Pod, *, exit_code: int | None, reason: str, message: str,
                       now: datetime) -> bool:
     """A current pod of an active job failed or was evicted (job row locked by the caller).
@@ -365,7 +371,7 @@ def after_pod_failure(job: Job, pod: Pod, *, exit_code: int | None, reason: str,
     config = config_for(job)
     if pod.preempted:
         return restart_or_fail(job, config, preemption_cause(pod), preemption_message(pod), now, pod=pod)
-    what = f"Pod {pod.pod_id} failed with exit code {exit_code}" + (f": {message}" if message else "")
+    what = failure_text(pod.pod_id, exit_code, message)
     verdict = judge(config, exit_code=exit_code, reason=reason, text=f"{message}\n{log_tail(pod)}")
     if not verdict.retry:
         fail(job, reason or "PodFailed", f"{what}; not restarted: {verdict.why}", now)

@@ -407,8 +407,7 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
         reason, message = pod.reason_code, f"Resource Preempted: {pod.reason_message}"
     else:
         reason = report.reason or "PodFailed"
-        message = f"Pod {pod.pod_id} failed with exit code {pod.exit_code}"
-        message += f": {report.message}" if report.message else ""
+        message = aimaster.failure_text(pod.pod_id, pod.exit_code, report.message)
     messages = dispatch.stop_pods(live_pods(job), dispatch.STOPPED, f"Job failed: {message}",
                                   job.termination_grace_s)
     dispatch.send_on_commit(messages)

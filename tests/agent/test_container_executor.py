@@ -1,6 +1,7 @@
 """The container executor runs each pod as a real container of its image (Podman here; Docker's client
 through Podman's Docker API for the runtime-independent parts)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from agent.container import (
     container_name,
     create_args,
     kernel_oom_killed,
+    podman_defaults_fail,
 )
 from agent.outbox import Outbox
 from tests.agent import containers
@@ -232,6 +234,39 @@ def test_a_container_that_cannot_start_fails_the_pod_with_the_runtime_message(ru
     assert (report["status"], report["reason"]) == ("Failed", "StartError")
     assert "nvidia.com/gpu" in report["message"]
     assert "never" not in rec.log_text("c-nogpu")
+
+
+def _info(cgroup: str, runtime: str) -> str:
+    return json.dumps({"host": {"cgroupVersion": cgroup, "ociRuntime": {"name": runtime}}})
+
+
+def test_a_host_that_forbids_raising_the_open_files_limit_needs_the_bundled_podman_settings(tmp_path):
+    nr_open = tmp_path / "nr_open"
+    nr_open.write_text("1048576\n")
+
+    def refused(limit):
+        raise PermissionError(limit)
+
+    tried = []
+    why = podman_defaults_fail(_info("v2", "crun"), nr_open_path=str(nr_open), raise_limit=refused)
+    fine = podman_defaults_fail(_info("v2", "crun"), nr_open_path=str(nr_open), raise_limit=tried.append)
+
+    if os.geteuid() == 0:  # only root's Podman raises the limit
+        assert why == "raising the open-files limit to 1048576 is not permitted"
+        assert tried == [1048576]
+    else:
+        assert why is None
+    assert fine is None
+
+
+def test_the_probe_leaves_the_agents_own_limit_as_it_was(tmp_path):
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    nr_open = tmp_path / "nr_open"
+    nr_open.write_text(str(before[1]))  # a limit the child may always set
+    assert podman_defaults_fail(_info("v2", "runc"), nr_open_path=str(nr_open)) is None
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
 
 
 def test_kernel_oom_records_are_matched_by_container_id(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.aimaster import FtConfig, OtherConfigError, judge, other_config_error, parse_other_config
+from jobs.aimaster import FtConfig, OtherConfigError, failure_text, judge, other_config_error, parse_other_config
 
 DEFAULT = FtConfig()
 TRACEBACK = "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
@@ -103,3 +103,9 @@ def test_create_job_rejects_an_unknown_other_configuration_flag_by_name(alice):
     with pytest.raises(ValidationFailed) as failed:
         create_job(alice, request)
     assert "--restart-forever" in failed.value.errors["ft_other_config"]
+
+
+def test_a_pod_that_never_ran_is_described_without_an_exit_code():
+    assert failure_text("j-worker-0", 3, "") == "Pod j-worker-0 failed with exit code 3"
+    assert failure_text("j-worker-0", None, "podman could not start the container: no such device") == (
+        "Pod j-worker-0 failed: podman could not start the container: no such device")

@@ -377,7 +377,8 @@ def _finished_event(pod: Pod, report: Report) -> PodEvent:
 def _finished_message(pod: Pod, report: Report) -> str:
     label = "Resource Preempted" if pod.preempted else pod.status
     detail = pod.reason_message or report.message
-    return f"Pod {label} (exit code {pod.exit_code})" + (f": {detail}" if detail else "")
+    code = f" (exit code {pod.exit_code})" if pod.exit_code is not None else ""  # None: it never ran
+    return f"Pod {label}{code}" + (f": {detail}" if detail else "")
 
 
 def _job_after_pod_finished(job: Job, pod: Pod, report: Report) -> None:

@@ -78,6 +78,17 @@ def test_a_failed_pod_fails_the_job_and_stops_the_others(admitted, reports, sent
     assert second.status == "Failed" and second.sub_status == "Normal" and status(admitted) == "Failed"
 
 
+def test_a_pod_whose_container_never_started_is_told_without_an_exit_code(admitted, reports):
+    from jobs.models import PodEvent
+
+    first, _ = admitted.pods.all()
+    reports(report(first, "Failed", None, reason="StartError", message="podman could not start the container"))
+    admitted.refresh_from_db()
+    assert admitted.reason_message == f"Pod {first.pod_id} failed: podman could not start the container"
+    event = PodEvent.objects.get(pod=first, reason="StartError")
+    assert event.message == "Pod Failed: podman could not start the container"
+
+
 def test_a_report_for_an_unknown_pod_or_with_a_bad_status_is_ignored(admitted, reports):
     pod = admitted.pods.first()
     assert reports({"pod_id": "nope", "status": "Running"}, {"pod_id": pod.pod_id, "status": "Exploded"}) == 0

@@ -46,7 +46,7 @@ def configure(name: str) -> Path:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     var = Path(tempfile.mkdtemp(prefix=f"opendlc-{name}-"))
     os.environ["OPENDLC_VAR_DIR"] = str(var)
-    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret-but-as-long-as-django-asks-0123")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     # A backlog bench keeps more jobs waiting in its one workspace than a team is let to.
     os.environ.setdefault("OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE", "0")

@@ -35,8 +35,9 @@ SOURCES = (  # (source, pod kind, quota name or None, weight)
 )
 
 
-def populate(jobs: int, seed: int = 7) -> int:
-    """Bulk-create `jobs` jobs with their pods and bills; returns the number of pods."""
+def populate(jobs: int, seed: int = 7, pods_per_job: tuple[int, ...] = (1, 1, 2)) -> int:
+    """Bulk-create `jobs` jobs with their pods (a number drawn from `pods_per_job` each) and bills;
+    returns the number of pods."""
     from django.contrib.auth import get_user_model
     from django.db import transaction
     from django.utils import timezone
@@ -71,7 +72,7 @@ def populate(jobs: int, seed: int = 7) -> int:
             Job.objects.bulk_create(made)
             for job, kind in zip(made, kinds):
                 evicted = kind in ("idle", "spot") and rng.random() < 0.1
-                for index in range(rng.choice((1, 1, 2))):
+                for index in range(rng.choice(pods_per_job)):
                     pods.append(Pod(
                         pod_id=f"{job.job_id}-worker-{index}", job=job, role="Worker", index=index, kind=kind,
                         gpu=rng.choice((1, 2, 4, 8)), started_at=job.running_at, finished_at=job.finished_at,

@@ -13,6 +13,9 @@ from urllib.parse import urlsplit
 import dj_database_url
 
 
+MIN_SECRET_KEY_LENGTH = 50
+
+
 class ConfigError(Exception):
     """A setting is missing or wrong; the message names the variable."""
 
@@ -42,6 +45,11 @@ def load_secret_key(var_dir: Path, embedded: bool) -> str:
     """SECRET_KEY from the environment; in embedded mode generated once and kept in var/."""
     key = os.environ.get("SECRET_KEY")
     if key:
+        # Django's own deployment check asks for 50 characters: a short key can be guessed offline
+        # from any signed cookie.
+        if len(key) < MIN_SECRET_KEY_LENGTH or len(set(key)) < 5:
+            raise ConfigError(f"SECRET_KEY must be at least {MIN_SECRET_KEY_LENGTH} characters with 5 different ones, "
+                              f"got {len(key)} (make one with: python -c 'import secrets; print(secrets.token_urlsafe(50))')")
         return key
     if not embedded:
         raise ConfigError("SECRET_KEY is required when DATABASE_URL is set (production mode)")

@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 from celery.schedules import crontab
+from csp.constants import NONE, SELF
 
 from console.config import database_config, envbool, envint, is_agent, keep_private, load_secret_key, redis_url
 
@@ -47,6 +48,7 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     "drf_spectacular",
+    "axes",
     "apikit",
     "console",
     "quotas",
@@ -66,7 +68,25 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authentication into its response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Content-Security-Policy: the console runs only its own static files. Its behaviours are wired by
+# static/console/console.js from data- attributes (no inline script, handler or style attribute);
+# Plotly and the bars style elements through the CSS object model, which the policy permits. Two
+# hashes admit exactly Plotly's own <style> elements: the empty one it fills through the CSS object
+# model, and its bundled map library's sheet (tests/console/test_csp.py fails if an upgrade changes it).
+EMPTY_STYLE = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+PLOTLY_MAP_STYLE = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF], "script-src": [SELF], "style-src": [SELF, EMPTY_STYLE, PLOTLY_MAP_STYLE], "img-src": [SELF, "data:"],
+        "connect-src": [SELF], "font-src": [SELF], "object-src": [NONE], "base-uri": [SELF],
+        "form-action": [SELF], "frame-ancestors": [NONE],
+    },
+}
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -88,6 +108,40 @@ TEMPLATES = [
 
 DATABASES = {"default": database_config(VAR_DIR / "opendlc.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Login throttling (django-axes): after OPENDLC_LOGIN_FAILURE_LIMIT wrong passwords a username is
+# locked out from every address, and an address for every username, for a cool-off that doubles
+# with each further failure (console/lockout.py). The API's AccessKey signatures are not passwords
+# and are not counted.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("OPENDLC_LOGIN_FAILURE_LIMIT", 5)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+# Axes counts the failures newer than this window before the last one: the lock lasts the backoff.
+AXES_COOLOFF_TIME = "console.lockout.cool_off"
+AXES_CLIENT_IP_CALLABLE = "console.lockout.client_ip"
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+AXES_RESET_ON_SUCCESS = False  # one right guess must not wipe an attacker's record on another address
+AXES_SENSITIVE_PARAMETERS = ["password"]
+AXES_VERBOSE = False  # its start-up banner would break the one-line configuration errors; lockouts still log
+OPENDLC_LOGIN_COOL_OFF_S = envint("OPENDLC_LOGIN_COOL_OFF_S", 60)
+OPENDLC_LOGIN_COOL_OFF_MAX_S = envint("OPENDLC_LOGIN_COOL_OFF_MAX_S", 24 * 3600)
+
+# HTTPS. OPENDLC_HTTPS=1 where browsers reach the console over TLS: redirects, HSTS and secure
+# cookies (`manage.py check --deploy` is then clean). OPENDLC_BEHIND_TLS_PROXY=1 where a proxy ends
+# TLS and says so in X-Forwarded-Proto (and gives the client's address in X-Forwarded-For).
+OPENDLC_HTTPS = envbool("OPENDLC_HTTPS", False)
+OPENDLC_BEHIND_TLS_PROXY = envbool("OPENDLC_BEHIND_TLS_PROXY", False)
+if OPENDLC_BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if OPENDLC_HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]  # probes and Prometheus inside the cluster
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = envint("OPENDLC_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = envbool("OPENDLC_HSTS_PRELOAD", False)
+# Preloading is a promise to the browsers' lists that cannot be taken back quickly: the operator's choice.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+KEY = "test-only-key-of-fifty-or-more-characters-0123456789"
 
 
 def run_manage(tmp_path, *args, **env):
@@ -21,8 +22,10 @@ def run_manage(tmp_path, *args, **env):
 @pytest.mark.parametrize(
     ("env", "needle"),
     [
-        ({"DATABASE_URL": "postgres://nobody@127.0.0.1:1/nothing", "SECRET_KEY": "x"}, "DATABASE_URL: cannot connect"),
-        ({"DATABASE_URL": "mysql://u@h/db", "SECRET_KEY": "x"}, "DATABASE_URL must be a postgres:// URL"),
+        ({"DATABASE_URL": "postgres://nobody@127.0.0.1:1/nothing", "SECRET_KEY": KEY}, "DATABASE_URL: cannot connect"),
+        ({"DATABASE_URL": "mysql://u@h/db", "SECRET_KEY": KEY}, "DATABASE_URL must be a postgres:// URL"),
+        ({"SECRET_KEY": "short-but-set"}, "SECRET_KEY must be at least 50 characters with 5 different ones, got 13"),
+        ({"SECRET_KEY": "a" * 60}, "SECRET_KEY must be at least 50 characters with 5 different ones, got 60"),
         ({"REDIS_URL": "http://127.0.0.1:6379"}, "REDIS_URL must start with redis://"),
         ({"REDIS_URL": "redis://127.0.0.1:notaport/0"}, "REDIS_URL has an invalid port"),
         ({"REDIS_URL": "redis://127.0.0.1:1/0"}, "REDIS_URL: cannot connect"),

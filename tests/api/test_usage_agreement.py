@@ -106,8 +106,8 @@ def test_a_member_reads_on_the_quotas_page_what_list_quotas_tells_him(borrowing,
     nlp = console_figures(usage["nlp-team"])
     assert nlp[2:] == (0, 12)  # it lends nothing and borrows 12 GPUs: the bar shows them apart
     # 16 used of 16 guaranteed, then 12 borrowed: the bar spans 28 GPUs.
-    assert '<span class="used" style="width: 57%"></span><span class="lent" style="width: 0%"></span>' \
-           '<span class="free" style="width: 0%"></span><span class="borrowed" style="width: 43%"></span>' \
+    assert '<span class="used" data-width="57"></span><span class="lent" data-width="0"></span>' \
+           '<span class="free" data-width="0"></span><span class="borrowed" data-width="43"></span>' \
            in client.get("/quotas/").content.decode()
 
 

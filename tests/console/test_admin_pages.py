@@ -26,7 +26,7 @@ def test_the_quota_tree_shows_guaranteed_and_used_gpus(alice_client, alice):
     html = alice_client.get("/quotas/").content.decode()
     nlp = re.search(r"<strong>nlp-team</strong>.*?</tr>", html, re.S)[0]
     assert re.findall(r'<td class="num">(\d+)[ <]', nlp) == ["16", "8", "0", "0"]
-    assert 'style="width: 50%"' in nlp
+    assert 'data-width="50"' in nlp
     assert html.index("ml-platform") < html.index("nlp-team")  # the parent first, children below
 
 

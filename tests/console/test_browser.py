@@ -45,7 +45,9 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
+    # These tests wait on page conditions that Playwright evaluates as strings, which the console's
+    # Content-Security-Policy forbids; tests/console/test_csp.py runs pages under the policy.
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000}, bypass_csp=True)
     context.add_init_script(HTMX_TRACKER)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)

@@ -19,7 +19,7 @@ from spot.models import DailyBill
 from tests.console.conftest import quota_job
 
 pytestmark = pytest.mark.django_db
-POLL = "every 2s [document.visibilityState === 'visible']"
+POLL = 'hx-trigger="every 2s" data-poll-visible'
 
 
 def run(job):

@@ -43,6 +43,9 @@ class Agent:
         self._send_heartbeat = send_heartbeat
         self.heartbeat_s = heartbeat_s
         self.sampler = sampler  # None: no pod metrics (the simulated agent's pods use nothing)
+        # When this process started: the platform fails the pods that ran before it and that it
+        # neither adopted nor reported (jobs/nodes.py reclaim_orphans).
+        self.booted = utcnow_iso()
         self._stop = threading.Event()
 
     @property
@@ -60,7 +63,8 @@ class Agent:
 
     def heartbeat(self) -> dict:
         running = self.executor.running_pod_ids()
-        beat = {"node": self.node, "executor": self.executor.kind, "at": utcnow_iso(), "running_pods": len(running)}
+        beat = {"node": self.node, "executor": self.executor.kind, "at": utcnow_iso(), "boot": self.booted,
+                "running_pods": len(running)}
         if self.node:  # the simulated agent may hold thousands of pods; the platform does not reconcile them
             beat["running_pod_ids"] = running
         if self.machine is not None:

@@ -24,12 +24,14 @@ from collections import Counter
 from celery import current_app
 from django.conf import settings
 from django.db.models import Count
+from django.utils import timezone
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from cycle import watchdog
 from jobs.models import Job
 from jobs.states import WAITING
 from jobs.usage import usage_by_quota
@@ -78,6 +80,7 @@ class ClusterState:
         yield from spot_markets()
         yield nodes_by_status()
         yield celery_queues()
+        yield scheduler_age()
 
 
 def waiting_jobs():
@@ -135,6 +138,16 @@ def nodes_by_status() -> GaugeMetricFamily:
     counts = Counter(dict(Node.objects.values_list("status").annotate(n=Count("id")).order_by()))
     for status in NodeStatus.values:
         family.add_metric([status], counts[status])
+    return family
+
+
+def scheduler_age() -> GaugeMetricFamily:
+    """Alert on it: the watchdog's ERROR line in beat's log says the same (cycle/watchdog.py)."""
+    family = GaugeMetricFamily("opendlc_scheduler_last_cycle_age_seconds",
+                               "Seconds since a schedule cycle last finished (recorded every few seconds)")
+    last = watchdog.last_cycle_at()
+    if last is not None:
+        family.add_metric([], max(0.0, (timezone.now() - last).total_seconds()))
     return family
 
 

@@ -182,10 +182,14 @@ REDIS_URL = redis_url()
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL
+    # A message a worker took and did not acknowledge (it died) goes back to the queue after this
+    # long, instead of kombu's hour; every task is idempotent, so a slow one run twice is harmless.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("OPENDLC_BROKER_VISIBILITY_TIMEOUT_S", 60)}
 else:
     BROKER_DIR = VAR_DIR / "broker"
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    # The host is not used by this transport; naming one keeps kombu from warning that none was given.
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_BROKER_TRANSPORT = "console.broker:Transport"  # atomic writes (see console/broker.py)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
@@ -198,6 +202,11 @@ else:
 if EMBEDDED:
     keep_private(VAR_DIR / "opendlc.sqlite3", *([BROKER_DIR] if not REDIS_URL else []))
 CELERY_TASK_IGNORE_RESULT = True
+# Acknowledge a message when its task is done, not when it starts: a worker killed mid-task loses
+# nothing. Safe because every task is idempotent (reports and log chunks are deduplicated, a start
+# of a known pod is ignored, a cycle plans from the database).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -205,6 +214,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # keeps them as Django does (CONN_MAX_AGE). The fixup closes them every 2 x this many tasks.
 CELERY_DB_REUSE_MAX = 2**62
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULER = "cycle.watchdog:WatchingScheduler"  # beat also watches that the scheduler cycles
 CELERY_TASK_ROUTES = {
     "cycle.schedule": {"queue": "scheduler"},
     "jobs.tasks.enforce_max_running_time": {"queue": "scheduler"},
@@ -218,6 +228,9 @@ OPENDLC_SCHEDULE_INTERVAL_S = envint("OPENDLC_SCHEDULE_INTERVAL_S", 5)
 OPENDLC_MARKET_TICK_S = envint("OPENDLC_MARKET_TICK_S", 60)
 OPENDLC_HEARTBEAT_INTERVAL_S = envint("OPENDLC_HEARTBEAT_INTERVAL_S", 10)
 OPENDLC_NODE_LOST_AFTER_S = envint("OPENDLC_NODE_LOST_AFTER_S", 60)
+# A bound pod no agent has reported started this long after its binding gets its start message again
+# (jobs/dispatch.py resend_unstarted): the first may have been lost with a killed process.
+OPENDLC_START_RESEND_AFTER_S = envint("OPENDLC_START_RESEND_AFTER_S", 30)
 # A signed agent message or sealed start message older than this is refused (a replay); long enough
 # for reports that waited in the broker through a platform worker's restart.
 OPENDLC_AGENT_REPLAY_WINDOW_S = envint("OPENDLC_AGENT_REPLAY_WINDOW_S", 600)
@@ -232,6 +245,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"no_traceback_for_4xx": {"()": "console.logfilters.NoTracebackForClientErrors"}},
+    "loggers": {"django.request": {"filters": ["no_traceback_for_4xx"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 

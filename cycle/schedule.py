@@ -30,6 +30,7 @@ from cycle import snapshot
 from cycle.apply import apply
 from cycle.pacing import Contention
 from cycle.waiting import WaitingJobs
+from cycle.watchdog import Beat
 from jobs import cycle_requests, dispatch
 from jobs.cycle_lock import hold_cycle_lock
 
@@ -62,6 +63,7 @@ class ScheduleCycle:
         self.contention = Contention()
         self.rest_until = 0.0
         self.last_steps: dict[str, float] = {}  # seconds each step of the last cycle took
+        self.beat = Beat()  # tells beat's watchdog that this scheduler cycles
 
     def run_paced(self) -> scheduler.Decisions:
         """The schedule task: rest (requests meanwhile join this cycle), then one cycle. A cycle
@@ -73,6 +75,7 @@ class ScheduleCycle:
         decisions = None
         try:
             decisions = self.run(defer_reasons=cycle_requests.cycle_requested)
+            self.beat.cycled()
             return decisions
         finally:
             ended = time.monotonic()

@@ -27,7 +27,9 @@ carries its batch in an envelope signed with the agent's key, refused unless it 
 replay window, and then applied only to pods bound to the sender's node.
 
 Messages are built inside the transaction that decides them and sent only after it commits
-(`send_on_commit`), so a rolled-back cycle starts or stops nothing.
+(`send_on_commit`), so a rolled-back cycle starts or stops nothing. A start can still be lost after
+the commit (the scheduler killed before it sent, an agent killed holding it, a broker restarted
+without its data): `resend_unstarted` sends it again, and agents ignore a start of a pod they know.
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ from functools import partial
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from dbkit import bulk
 from jobs import agents
 from jobs.models import Job, JobSpec, Pod, PodEvent
-from quotas.models import Executor, Node
+from jobs.states import PodStatus
+from quotas.models import Executor, Node, NodeStatus
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +259,25 @@ def send(messages: list[Message]) -> None:
             except Exception:  # a broker outage must not lose the rest; the agent's reconcile repairs
                 log.exception("could not send %s for %d pods (%s, ...) to %s", task, len(batch), batch[0]["pod_id"],
                               queue)
+
+
+def resend_unstarted(now=None) -> list[str]:
+    """Send the start message again for each pod bound to a Ready node more than
+    OPENDLC_START_RESEND_AFTER_S ago that no agent has reported started; returns their pod ids."""
+    from datetime import timedelta
+
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.OPENDLC_START_RESEND_AFTER_S)
+    unstarted = dict(Pod.objects.holding().filter(
+        status=PodStatus.PENDING, started_at__isnull=True, terminating=False, bound_at__lt=cutoff,
+        node__status=NodeStatus.READY).values_list("pod_id", "job_id"))
+    if not unstarted:
+        return []
+    jobs = list(Job.objects.filter(pk__in=set(unstarted.values())))
+    messages = [m for m in start_messages_for(jobs) if m.payload["pod_id"] in unstarted]
+    log.warning("no agent reported %d pod(s) started %s s after they were bound; sending their starts again: %s",
+                len(messages), settings.OPENDLC_START_RESEND_AFTER_S, ", ".join(sorted(unstarted)[:10]))
+    send(messages)
+    return [m.payload["pod_id"] for m in messages]
 
 
 def send_on_commit(messages: list[Message]) -> None:

@@ -7,7 +7,13 @@ in the public pool, or in the quota the admin registered it into. A heartbeat sp
 sender's node. The simulated agent's heartbeat (node None) keeps every simulated node alive at once.
 
 A node whose last heartbeat is older than OPENDLC_NODE_LOST_AFTER_S becomes NotReady; its pods
-become Unknown, then Failed with reason NodeLost, which frees their capacity.
+become Unknown, then Failed with reason NodeLost, which frees their capacity. Simulated nodes too:
+their agent's heartbeat is what keeps them Ready.
+
+An agent that restarted while its nodes stayed Ready (killed and started again by its supervisor)
+says when it started (`boot`): the pods that ran before then and that it neither adopted (listed
+running) nor reported ended are orphans, failed with reason NodeLost like a lost node's, so that
+AIMaster requeues them (`reclaim_orphans`). The simulated agent keeps nothing across a restart.
 """
 
 import logging
@@ -42,13 +48,35 @@ def record_heartbeat(beat: dict, sender: Sender, now: datetime | None = None) ->
     # The agent's clock says when it was alive; never trust it beyond our own clock.
     at = min(_parse(beat.get("at")) or now, now)
     if not beat.get("node"):
-        _refresh(Node.objects.filter(executor=Executor.SIMULATED), at, now)
+        simulated = Node.objects.filter(executor=Executor.SIMULATED)
+        _refresh(simulated, at, now)
+        reclaim_orphans(simulated, beat, at)
         return None
     node = _register(beat, sender.quota_id)
     _refresh(Node.objects.filter(pk=node.pk), at, now)
     node.refresh_from_db()
     _stop_unwanted(node, beat.get("running_pod_ids") or [])
+    reclaim_orphans(Node.objects.filter(pk=node.pk), beat, at)
     return node
+
+
+def reclaim_orphans(nodes, beat: dict, at: datetime) -> list[str]:
+    """Fail the pods of these nodes that ran before their agent's restart and that it lost.
+
+    Judged only once the agent has been up for two heartbeats, so that the end reports of the
+    pods it found finished at start-up (agent reconcile) have arrived first.
+    """
+    boot = _parse(beat.get("boot"))
+    if boot is None or at - boot < timedelta(seconds=2 * settings.OPENDLC_HEARTBEAT_INTERVAL_S):
+        return []
+    known = set(beat.get("running_pod_ids") or ())
+    lost = [pod_id for pod_id in Pod.objects.holding().filter(node__in=nodes, terminating=False, started_at__lt=boot)
+            .values_list("pod_id", flat=True) if pod_id not in known]
+    if lost:
+        log.warning("agent %s restarted at %s without %d pod(s) it ran before: %s", beat.get("node") or "simulated",
+                    boot.isoformat(), len(lost), ", ".join(lost[:10]))
+        fail_lost_pods(lost, at, "the agent restarted and no longer runs the pod")
+    return lost
 
 
 def _refresh(nodes, at: datetime, now: datetime) -> None:
@@ -135,18 +163,18 @@ def reap_lost_nodes(now: datetime | None = None) -> list[str]:
     # Only pods still holding: one the agent reported finished meanwhile keeps its final status.
     Pod.objects.holding().filter(pod_id__in=pod_ids).exclude(status=PodStatus.UNKNOWN).update(
         status=PodStatus.UNKNOWN)
-    fail_lost_pods(pod_ids, now)
+    fail_lost_pods(pod_ids, now, "the node stopped sending heartbeats")
     return pod_ids
 
 
-def fail_lost_pods(pod_ids: list[str], now: datetime) -> None:
+def fail_lost_pods(pod_ids: list[str], now: datetime, message: str) -> None:
     """Unknown -> Failed (NodeLost) through the jobs engine, as if the agent had reported it: the
     engine frees the capacity, moves the job on and asks for a schedule cycle."""
     from jobs.lifecycle import apply_reports
 
     apply_reports([
         {"pod_id": p, "status": PodStatus.FAILED, "exit_code": None, "at": now.isoformat(), "reason": NODE_LOST,
-         "message": "the node stopped sending heartbeats"}
+         "message": message}
         for p in pod_ids
     ])
 

@@ -8,7 +8,8 @@ The schedule task is the cycle's (cycle/tasks.py).
     jobs.pod_logs                        queue 'default'    agent -> platform: log chunks
     jobs.pod_metrics                     queue 'default'    agent -> platform: pods' CPU, memory, GPU
     nodes.heartbeat                      queue 'default'    agent -> platform: the node is alive
-    nodes.reap_lost                      beat               nodes without heartbeats go NotReady
+    nodes.reap_lost                      beat               nodes without heartbeats go NotReady;
+                                                            lost start messages sent again
 
 An agent's message is a signed envelope (agent/auth.py); each task opens it (jobs/agents.py) before
 anything is applied, and applies a report only about pods bound to the sender's node.
@@ -17,7 +18,7 @@ anything is applied, and applies a report only about pods bound to the sender's 
 from celery import shared_task
 from django.db import OperationalError
 
-from jobs import agents, hang, lifecycle, logs, metrics, nodes
+from jobs import agents, dispatch, hang, lifecycle, logs, metrics, nodes
 
 # Transient database errors (a lost connection, SQLite busy past its timeout) are worth a retry;
 # reports are idempotent, so retrying a batch that was partly applied is safe.
@@ -70,3 +71,4 @@ def heartbeat(envelope: dict) -> None:
 @shared_task(name="nodes.reap_lost", ignore_result=True)
 def reap_lost() -> None:
     nodes.reap_lost_nodes()
+    dispatch.resend_unstarted()

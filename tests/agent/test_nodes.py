@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from jobs import nodes
 from jobs.agents import Sender
+from jobs.models import Pod
 from quotas.models import Executor, Node, NodeStatus, Quota, ResourceSpec, Tenant
 
 pytestmark = pytest.mark.django_db
@@ -113,3 +114,66 @@ def test_a_node_records_which_runtime_its_agent_runs_pods_with_and_never_calls_i
     assert heartbeat(beat("d", executor="docker")).executor == "docker"
     # Only the platform makes simulated nodes: an agent saying so would take the simulated queue.
     assert heartbeat(beat("e", executor="simulated")).executor == "process"
+
+
+def started(pod, at):
+    Pod.objects.filter(pk=pod.pk).update(started_at=at)
+    return pod
+
+
+def reason(pod):
+    pod.refresh_from_db()
+    return pod.status, pod.reason_code
+
+
+def test_a_restarted_agent_loses_only_the_pods_it_ran_before_and_neither_adopted_nor_reported(make_pod, settings):
+    settings.OPENDLC_HEARTBEAT_INTERVAL_S = 10
+    now = timezone.now()
+    node = heartbeat(beat())
+    boot = now - timedelta(seconds=25)
+    adopted = started(make_pod(node), boot - timedelta(minutes=5))
+    lost = started(make_pod(node), boot - timedelta(minutes=5))
+    since = started(make_pod(node), boot + timedelta(seconds=1))
+    queued = make_pod(node, status="Pending")  # its start message waited in the broker through the restart
+
+    heartbeat(beat(at=now, boot=boot.isoformat(), running_pod_ids=[adopted.pod_id, since.pod_id]))
+
+    assert reason(lost) == ("Failed", "NodeLost")
+    assert lost.reason_message == "the agent restarted and no longer runs the pod"
+    assert [reason(p) for p in (adopted, since, queued)] == [("Running", ""), ("Running", ""), ("Pending", "")]
+
+
+def test_orphans_wait_until_the_agent_has_been_up_for_two_heartbeats(make_pod, settings):
+    settings.OPENDLC_HEARTBEAT_INTERVAL_S = 10
+    now = timezone.now()
+    node = heartbeat(beat())
+    pod = started(make_pod(node), now - timedelta(minutes=5))
+    # Just restarted: the end reports of the pods it found finished may still be on their way.
+    heartbeat(beat(at=now, boot=(now - timedelta(seconds=5)).isoformat()))
+    assert reason(pod) == ("Running", "")
+    heartbeat(beat(at=now, boot=(now - timedelta(seconds=20)).isoformat()))
+    assert reason(pod) == ("Failed", "NodeLost")
+
+
+def test_a_restarted_simulated_agent_gives_up_every_pod_it_ran_before(make_pod, spec, settings):
+    settings.OPENDLC_HEARTBEAT_INTERVAL_S = 10
+    now = timezone.now()
+    sim = Node.objects.create(name="sim-1", spec=spec, executor=Executor.SIMULATED)
+    real = heartbeat(beat())
+    before = started(make_pod(sim), now - timedelta(minutes=5))
+    after = started(make_pod(sim), now - timedelta(seconds=5))
+    elsewhere = started(make_pod(real), now - timedelta(minutes=5))
+
+    heartbeat({"node": None, "executor": "simulated", "at": now.isoformat(),
+               "boot": (now - timedelta(seconds=30)).isoformat()})
+
+    assert [reason(p) for p in (before, after, elsewhere)] == [("Failed", "NodeLost"), ("Running", ""), ("Running", "")]
+
+
+def test_simulated_nodes_go_not_ready_when_their_agent_stops_beating(make_pod, spec, settings):
+    settings.OPENDLC_NODE_LOST_AFTER_S = 30
+    sim = Node.objects.create(name="sim-1", spec=spec, executor=Executor.SIMULATED)
+    heartbeat({"node": None, "executor": "simulated", "at": (timezone.now() - timedelta(seconds=31)).isoformat()})
+    pod = make_pod(sim)
+    assert nodes.reap_lost_nodes() == [pod.pod_id]
+    assert Node.objects.get(name="sim-1").status == "NotReady" and reason(pod) == ("Failed", "NodeLost")

@@ -158,3 +158,26 @@ def test_an_image_that_is_not_a_reference_or_credentials_that_cannot_pull_are_re
     with pytest.raises(ValidationFailed) as info:
         create_job(bob, make_request(roles=[RoleRequest(instance_type=V100, image=image, image_config=config)]))
     assert says in info.value.errors[field]
+
+
+def test_a_start_no_agent_acknowledged_is_sent_again_the_same_and_only_that(bob, cycle, sent, reports):
+    from datetime import timedelta
+
+    from jobs.dispatch import resend_unstarted
+
+    job = create_job(bob, make_request(roles=[role("Master", 1), role("Worker", 1)]))
+    cycle()
+    first = {m.payload["pod_id"]: m for m in sent}
+    master, worker = f"{job.job_id}-master-0", f"{job.job_id}-worker-0"
+    assert set(first) == {master, worker}
+    bound = Pod.objects.get(pod_id=master).bound_at
+    later = bound + timedelta(seconds=settings.OPENDLC_START_RESEND_AFTER_S + 1)
+    sent.clear()
+
+    assert resend_unstarted(bound + timedelta(seconds=settings.OPENDLC_START_RESEND_AFTER_S - 1)) == [] and sent == []
+    reports({"pod_id": master, "status": "Running"})  # this one's agent got its start
+    assert resend_unstarted(later) == [worker]
+    (again,) = sent
+    assert again.queue == first[worker].queue and again.payload == first[worker].payload  # same rank, same GPUs
+    Node.objects.filter(pods__pod_id=worker).update(status="NotReady")  # the lost-node path owns it now
+    assert resend_unstarted(later) == []

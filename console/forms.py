@@ -14,7 +14,7 @@ from django.forms import formset_factory
 from datasets.models import CodeSource, Dataset
 from datasets.services import visible_code_sources, visible_datasets
 from jobs.models import Accessibility, FaultTolerancePolicy, JobType, OversoldType, RunType, Source
-from jobs.services import POD_RESOURCE_LIMITS
+from jobs.services import DISPLAY_NAME_MAX, POD_RESOURCE_LIMITS
 from market.engine import PRICE_PLACES
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
 from quotas.services import assignable_nodes, parent_choices, workspace_choices
@@ -46,7 +46,7 @@ def quotas_for(workspace, resource_type: str):
 
 class JobForm(forms.Form):
     # Basic Information
-    display_name = forms.CharField(label="Job Name", max_length=256)
+    display_name = forms.CharField(label="Job Name", max_length=DISPLAY_NAME_MAX)
     job_type = forms.ChoiceField(label="Framework", choices=FRAMEWORKS, initial=JobType.PYTORCH)
     image = forms.CharField(label="Image", max_length=512)
     user_command = forms.CharField(label="Startup Command", widget=forms.Textarea(attrs={"rows": 3}))

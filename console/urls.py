@@ -36,6 +36,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon),
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("", include("api.urls")),

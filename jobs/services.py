@@ -591,7 +591,7 @@ def scope_nodes(quota_pk: int | None) -> list[tuple[str, int, int, int]]:
 # What one job may ask for; past these a request is refused by name. Every pod is a row that each
 # schedule cycle reads and that DeleteJob removes, so a job's size is bounded, as a PAI job's is.
 NAME_MAX = 128  # PAI's length for names: variables, VPC ids
-DISPLAY_NAME_MAX = 256  # the SDK's CreateJobRequest.display_name allows 256
+DISPLAY_NAME_MAX = NAME_MAX  # PAI's console takes job names of 1 to 128 characters
 ROLES_MAX = 16
 PODS_MAX = 1000  # per role and for the whole job
 # A command reaches the pod as one argument of `bash -c`, and Linux takes at most 128 KiB for one.

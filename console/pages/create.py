@@ -20,7 +20,7 @@ from console.pages.market_data import advise, market_rows, with_hourly_range
 from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
 from jobs.models import Accessibility, Source
-from jobs.services import CustomEnv, JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
+from jobs.services import DISPLAY_NAME_MAX, CustomEnv, JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
 from market.bids import SPOT_WITH_PRICE_LIMIT
 
 PREFIX = "roles"
@@ -85,7 +85,7 @@ def clone_initial(job):
     specs = list(job.specs.select_related("spec").order_by("id"))
     vpc = job.user_vpc or {}
     initial = {
-        "display_name": f"{job.display_name}-copy", "job_type": job.job_type,
+        "display_name": f"{job.display_name[:DISPLAY_NAME_MAX - len('-copy')]}-copy", "job_type": job.job_type,
         "image": specs[0].image if specs else "", "user_command": job.user_command,
         **_clone_about(job),
         "priority": job.priority, "max_running_time_minutes": job.max_running_time_minutes,

@@ -1,6 +1,20 @@
 // OpenDLC console. The Content-Security-Policy allows no inline script or style, so the page's
 // small behaviours are declared with data- attributes and wired here.
 (function () {
+  // The figures are drawn for a white page; under the system's dark setting they take the page's colours.
+  function themed(layout) {
+    if (!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches)) return layout;
+    var css = getComputedStyle(document.documentElement);
+    var fg = css.getPropertyValue("--fg").trim(), line = css.getPropertyValue("--line").trim();
+    var out = Object.assign({}, layout, { paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+                                          font: Object.assign({}, layout.font, { color: fg }) });
+    Object.keys(out).forEach(function (key) {
+      if (/^[xy]axis\d*$/.test(key)) out[key] = Object.assign({}, out[key], { gridcolor: line, zerolinecolor: line });
+    });
+    if (!out.xaxis) out.xaxis = { gridcolor: line, zerolinecolor: line };
+    if (!out.yaxis) out.yaxis = { gridcolor: line, zerolinecolor: line };
+    return out;
+  }
   function draw(root) {
     if (!window.Plotly || !root.querySelectorAll) return;
     root.querySelectorAll("[data-figure]").forEach(function (el) {
@@ -8,7 +22,7 @@
       if (!source || el.dataset.drawn === source.id) return;
       var fig = JSON.parse(source.textContent);
       el.dataset.drawn = source.id;
-      Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true });
+      Plotly.newPlot(el, fig.data, themed(fig.layout || {}), { displaylogo: false, responsive: true });
     });
   }
   // Bar widths and tree indents: set through the CSS object model, which the policy permits.

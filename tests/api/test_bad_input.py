@@ -46,6 +46,7 @@ BAD_BODIES = {
     "a VpcId of 200 characters": ({**BASE, "UserVpc": {"VpcId": ["a" * 200]}}, "UserVpc"),
     "a command longer than a pod can run": ({**BASE, "UserCommand": "x" * 40000}, "UserCommand"),
     "too many Envs": ({**BASE, "Envs": {f"V{i}": "1" for i in range(300)}}, "Envs"),
+    "a DisplayName of 129 characters (PAI's limit is 128)": ({**BASE, "DisplayName": "n" * 129}, "DisplayName"),
     "an env name of 129 characters": ({**BASE, "Envs": {"A" * 129: "1"}}, "Envs"),
     "too many roles": ({**BASE, "JobSpecs": [{**ROLE, "Type": f"R{i}"} for i in range(ROLES_MAX + 1)]}, "JobSpecs"),
     "too many pods in all": ({**BASE, "JobSpecs": [{**ROLE, "Type": "Worker", "PodCount": PODS_MAX},

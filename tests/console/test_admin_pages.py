@@ -220,3 +220,20 @@ def test_the_node_form_is_refused_without_its_csrf_token(alice):
     browser.force_login(alice)
     assert browser.post(f"/nodes/{NLP_0}/operate", {"operation": "Cordon"}).status_code == 403
     assert not Node.objects.get(name=NLP_0).cordoned
+
+
+@pytest.mark.parametrize("model", ["job", "pod", "restartrecord"])
+def test_the_django_admin_cannot_add_change_or_delete_jobs_or_pods(admin_client, alice, model):
+    job = quota_job(alice)
+    from jobs.models import Pod, RestartRecord
+
+    obj = {"job": job, "pod": Pod.objects.filter(job=job).first(), "restartrecord": RestartRecord.objects.create(job=job, cause="Failure")}[model]
+    base = f"/admin/jobs/{model}/"
+    assert admin_client.get(base).status_code == 200  # it is still shown
+    assert admin_client.get(f"{base}add/").status_code == 403
+    assert admin_client.post(f"{base}add/", {}).status_code == 403
+    page = admin_client.get(f"{base}{obj.pk}/change/")
+    assert page.status_code == 200 and b'name="_save"' not in page.content
+    assert admin_client.post(f"{base}{obj.pk}/change/", {}).status_code == 403
+    assert admin_client.post(f"{base}{obj.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Job.objects.filter(pk=job.pk).exists()

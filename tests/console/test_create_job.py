@@ -268,3 +268,11 @@ def test_a_refresh_posts_the_form_so_hidden_variables_stay_out_of_the_url(alice_
                                  HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert body.lstrip().startswith('<div id="form-body">') and "field-error" not in body
+
+
+def test_a_job_name_over_128_characters_is_refused_by_the_form(alice_client):
+    before = Job.objects.count()
+    response = alice_client.post("/jobs/create/", {"display_name": "n" * 129, "source": "quota"})
+    assert "Ensure this value has at most 128 characters (it has 129)." in response.content.decode()
+    assert Job.objects.count() == before
+    assert 'maxlength="128"' in alice_client.get("/jobs/create/").content.decode()

@@ -102,6 +102,8 @@ def estimate_text(found: Estimate, now) -> str:
     if found.start is None:
         return f"not within {found.horizon.days} days (estimate)"
     minutes = max(0, round((found.start - now).total_seconds() / 60))
+    if minutes == 0:
+        return "starts within a minute (estimate)"
     if minutes < 120:
         return f"starts in about {minutes} min (estimate)"
     return f"starts in about {round(minutes / 60)} h (estimate)"

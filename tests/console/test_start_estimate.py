@@ -76,3 +76,10 @@ def test_a_job_that_cannot_start_within_seven_days_says_so(alice_client, alice, 
     monkeypatch.setattr(timezone, "now", lambda: NOW)
     assert estimates(NOW)[w1.job_id].start is None
     assert "not within 7 days (estimate)" in alice_client.get(f"/jobs/{w1.job_id}/").content.decode()
+
+
+def test_a_job_that_will_start_at_the_next_cycle_says_within_a_minute_not_in_0_min(alice_client, alice, monkeypatch):
+    quota_job(alice, "alone")  # nlp-team is free: the next cycle admits it
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    page = alice_client.get("/jobs/").content.decode()
+    assert "starts within a minute (estimate)" in page and "about 0 min" not in page

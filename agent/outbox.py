@@ -52,6 +52,9 @@ class Outbox:
         self._cond = threading.Condition()
         self._closed = False
         self._due: float | None = None  # send by then (monotonic), before the next flush
+        # When each running pod was reported started: its end report says so again, because the two
+        # may be applied out of order by the platform's workers, and a late Running report is ignored.
+        self._started: dict[str, str] = {}
         self._thread = threading.Thread(target=self._run, name="agent-outbox", daemon=True)
         self._thread.start()
 
@@ -65,10 +68,14 @@ class Outbox:
     def report(self, pod_id: str, status: str, *, exit_code=None, reason: str = "", message: str = "",
                urgent: bool = False) -> None:
         """A pod's status. Its end goes within end_window_s; urgent: now (see the module docstring)."""
-        self.put("jobs.pod_reports", {
-            "pod_id": pod_id, "status": status, "exit_code": exit_code, "at": utcnow_iso(),
-            "reason": reason, "message": message,
-        })
+        item = {"pod_id": pod_id, "status": status, "exit_code": exit_code, "at": utcnow_iso(),
+                "reason": reason, "message": message}
+        with self._cond:
+            if status == "Running":
+                self._started[pod_id] = item["at"]
+            elif pod_id in self._started:
+                item["started"] = self._started.pop(pod_id)
+        self.put("jobs.pod_reports", item)
         if urgent or status in ENDED:
             due = time.monotonic() + (0.0 if urgent else self.end_window_s)
             with self._cond:

@@ -54,14 +54,17 @@ class Report:
     at: datetime
     reason: str
     message: str
+    started: datetime | None = None  # an end report: when the agent reported the pod started
 
     @classmethod
     def parse(cls, raw: dict, now: datetime) -> Report:
         status = raw.get("status")
         if status not in (PodStatus.RUNNING, *FINISHED):
             raise ValueError(f"pod report status must be Running, Succeeded or Failed, got {status!r}")
-        return cls(str(raw["pod_id"]), status, raw.get("exit_code"), parse_time(raw.get("at")) or now,
-                   str(raw.get("reason") or ""), str(raw.get("message") or ""))
+        at = parse_time(raw.get("at")) or now
+        started = parse_time(raw.get("started")) if status in FINISHED else None
+        return cls(str(raw["pod_id"]), status, raw.get("exit_code"), at, str(raw.get("reason") or ""),
+                   str(raw.get("message") or ""), min(started, at) if started else None)
 
 
 def parse_time(value) -> datetime | None:
@@ -196,8 +199,7 @@ class _Batch:
             else:
                 if pod.status not in LIVE_STATUSES:
                     continue
-                for name, value in _finished_fields(pod, report).items():
-                    setattr(pod, name, value)
+                _finish(pod, report, _finished_fields(pod, report))
                 self.events.append(_finished_event(pod, report))
                 self.freed = True
             changed[pod.pod_id] = pod
@@ -240,8 +242,7 @@ class _Batch:
             if pod.status not in LIVE_STATUSES:
                 continue  # a duplicate report in the batch
             read = pod.status
-            for name, value in _finished_fields(pod, report).items():
-                setattr(pod, name, value)
+            _finish(pod, report, _finished_fields(pod, report))
             self.events.append(_finished_event(pod, report))
             self.evicted.append((pod, read))
             ended.append((pod, report))
@@ -335,13 +336,21 @@ def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
     fields = _finished_fields(pod, report)
     if not Pod.objects.filter(pk=pod.pk, status__in=LIVE_STATUSES).update(**fields):
         return False
-    for name, value in fields.items():
-        setattr(pod, name, value)
+    _finish(pod, report, fields)
     _finished_event(pod, report).save()
     request_cycle(freed=True)  # its capacity is free now
     if pod.current and job.status not in FINAL:
         _job_after_pod_finished(job, pod, report)
     return True
+
+
+def _finish(pod: Pod, report: Report, fields: dict) -> None:
+    """Give the pod a finished report's fields (its row is written by the caller), timing a start
+    that only the end report told: the Running report was overtaken and will be ignored."""
+    if pod.started_at is None and report.started is not None:
+        _observe_start(pod, report.started)
+    for name, value in fields.items():
+        setattr(pod, name, value)
 
 
 def _finished_fields(pod: Pod, report: Report) -> dict:
@@ -353,8 +362,8 @@ def _finished_fields(pod: Pod, report: Report) -> dict:
         "sub_status": PodSubStatus.EVICTED if evicted else PodSubStatus.NORMAL,
         "exit_code": report.exit_code, "finished_at": report.at,
         # Two worker threads may apply a pod's Running and finished reports out of order; the late
-        # Running report is then ignored, so take the start from the binding.
-        "started_at": pod.started_at or pod.bound_at or report.at,
+        # Running report is then ignored, so take the start the end report repeats, else the binding.
+        "started_at": pod.started_at or report.started or pod.bound_at or report.at,
         # A stopped pod keeps the reason it was stopped for; others take the agent's.
         "reason_code": pod.reason_code if stopped else report.reason,
         "reason_message": pod.reason_message if stopped else report.message,

@@ -3,6 +3,7 @@ and the gauges say what jobs.usage and the wait reasons say; every label value f
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
@@ -99,6 +100,23 @@ def test_a_pod_start_a_preemption_and_a_restart_are_counted_by_reason(alice, bob
     assert moved(before, after, "opendlc_preemptions_total", reason=reasons.RECLAIMED) == 1
     assert moved(before, after, "opendlc_restarts_total", cause=RestartRecord.Cause.PREEMPTION) == 1
     assert Job.objects.get(pk=lender.pk).status == "Queuing"  # waits for the preempted pod, then runs
+
+
+def test_a_pod_whose_end_report_overtook_its_running_report_has_its_start_timed_once(bob, cycle, reports, scrape):
+    job = create_job(bob, make_request(pods=1))
+    cycle()
+    pod = job.pods.get()
+    started = pod.bound_at + timedelta(seconds=3)
+    before = scrape()
+    # Two workers applied the agent's two batches out of order: the end first, repeating the start.
+    reports({**report(pod, "Succeeded", 0, at=started + timedelta(seconds=1)), "started": started.isoformat()})
+    reports(report(pod, "Running", at=started))
+    after = scrape()
+
+    assert moved(before, after, "opendlc_pod_start_latency_seconds_count") == 1
+    assert moved(before, after, "opendlc_pod_start_latency_seconds_sum") == pytest.approx(3)
+    pod.refresh_from_db()
+    assert (pod.status, pod.started_at) == ("Succeeded", started)
 
 
 def test_sdk_requests_are_timed_by_action_never_by_the_ids_in_their_path(bob, client, scrape):

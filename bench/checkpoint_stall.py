@@ -338,7 +338,11 @@ def print_loop(mode: str, runs: list[dict], base: float) -> None:
           f"runs: {', '.join(f'{s / base:.1%}' for s in stalls)})")
     print(f"    step with save()           {ms(step)}   {(step - plain) * 1000:+.0f} ms "
           f"({step / plain - 1:+.0%}) against the step without a checkpoint")
-    print(f"    steps while the write runs {ms(med(d for r in steady for d in r['during']))}   "
+    during = [d for r in steady for d in r["during"]]
+    if not during:  # a small state is written before the loop takes its next step
+        print("    steps while the write runs       none: each write ended before the next step")
+        return
+    print(f"    steps while the write runs {ms(med(during))}   "
           f"median, {med(len(r['during']) for r in steady):.0f} per write, "
           f"{med(extra) * 1000:+.0f} ms over the write in all")
 

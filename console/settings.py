@@ -244,7 +244,9 @@ OPENDLC_PRICE_REPLAY = os.environ.get("OPENDLC_PRICE_REPLAY", "")  # path:machin
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # The handler's level too: records of loggers below the root (django.request's "Not Found")
+    # reach it by propagation, which the root's own level does not filter.
+    "handlers": {"console": {"class": "logging.StreamHandler", "level": os.environ.get("LOG_LEVEL", "INFO")}},
     "filters": {"no_traceback_for_4xx": {"()": "console.logfilters.NoTracebackForClientErrors"}},
     "loggers": {"django.request": {"filters": ["no_traceback_for_4xx"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},

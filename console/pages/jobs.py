@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from django_htmx.http import reswap, retarget
 
 from console.pages.base import current_workspace, job_queryset, page
 from console.templatetags.console_tags import mentioned_jobs, per_hour
@@ -195,12 +196,14 @@ def redact(record, hidden_nodes: set[str]):
     return record
 
 
-def log_context(job: Job, pod: Pod | None, offset: int = 0) -> dict:
+def log_context(job: Job, pod: Pod | None, offset: int = 0, *, auto: bool = False) -> dict:
+    """The Logs card's pod and text. `auto`: the card chose the pod itself (no ?pod=), so it keeps
+    asking while the job lives, to move on to the next incarnation when the job restarts."""
     if pod is None:
         return {"log_pod": None, "wait_for_pod": job.status not in FINAL}
     text, next_offset = read_logs(pod, offset)
-    follow = pod.status in (PodStatus.PENDING, PodStatus.RUNNING) and job.status not in FINAL
-    return {"log_pod": pod, "text": text, "offset": next_offset, "follow": follow}
+    follow = job.status not in FINAL and (auto or pod.status in (PodStatus.PENDING, PodStatus.RUNNING))
+    return {"log_pod": pod, "text": text, "offset": next_offset, "follow": follow, "auto": auto}
 
 
 def chosen_pod(job: Job, pods: list[dict], pod_id: str | None) -> Pod | None:
@@ -217,7 +220,7 @@ def job_detail(request, job_id):
     job = visible_job(request, job_id)
     context = detail_context(request, job)
     if not request.htmx:
-        context |= log_context(job, chosen_pod(job, context["pods"], request.GET.get("pod")))
+        context |= log_context(job, chosen_pod(job, context["pods"], request.GET.get("pod")), auto="pod" not in request.GET)
     return page(request, "console/jobs/detail.html", context, nav="jobs", partial="live")
 
 
@@ -242,11 +245,12 @@ LOG_CHUNK = 64 * 1024
 @login_required
 def job_logs(request, job_id):
     job = visible_job(request, job_id)
-    if "pod" not in request.GET:
-        # The card of a page opened before any pod started asks which pod to show, until one has.
-        pod = chosen_pod(job, pod_rows(job, request.user), None)
-        return render(request, "console/jobs/detail.html#logs-card", {"job": job} | log_context(job, pod))
+    if "pod" not in request.GET:  # the card of a page opened before any pod started, asking again
+        return log_card(request, job)
     pod = get_object_or_404(Pod, job=job, pod_id=request.GET["pod"])
+    if request.GET.get("auto") == "1" and not pod.current and job.status not in FINAL:
+        # The job restarted: the card starts over with the next incarnation, once it has started.
+        return retarget(reswap(log_card(request, job), "outerHTML"), "#logs")
     try:
         offset = max(0, int(request.GET.get("offset") or 0))
     except ValueError:
@@ -254,6 +258,12 @@ def job_logs(request, job_id):
     context = {"job": job} | log_context(job, pod, offset)
     # A fragment endpoint: always the partial, whether HTMX or a plain GET asked.
     return render(request, "console/jobs/detail.html#log-tail", context)
+
+
+def log_card(request, job: Job):
+    """The whole Logs card, on the pod it would choose for a page opened now."""
+    pod = chosen_pod(job, pod_rows(job, request.user), None)
+    return render(request, "console/jobs/detail.html#logs-card", {"job": job} | log_context(job, pod, auto=True))
 
 
 def read_logs(pod, offset: int) -> tuple[str, int]:

@@ -301,7 +301,7 @@ def test_a_job_failed_by_preemption_is_listed_preempted_and_the_api_still_says_f
     assert ">Preempted</span>" in row and ">Failed</span>" not in row
     assert (borrower.status, borrower.reason_code) == ("Failed", "Preempted")
     html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
-    assert '<span class="badge s-preempted">Preempted</span> <span class="muted">Failed</span>' in html
+    assert '<span class="badge s-preempted">Preempted</span> <span class="muted">status Failed, reason Preempted</span>' in html
 
 
 def test_a_requeued_job_shows_neither_running_since_nor_not_in_quota(bob_client, alice, bob):
@@ -311,3 +311,20 @@ def test_a_requeued_job_shows_neither_running_since_nor_not_in_quota(bob_client,
     assert "Running since" not in html and "Not in Quota</span>" not in html
     row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.S)[0]
     assert "Not in Quota" not in row
+
+
+def test_the_logs_card_moves_on_to_the_next_incarnation_when_the_job_restarts(bob_client, alice, bob):
+    from jobs.logs import store_chunks
+
+    borrower, _ = borrowed_then_reclaimed(alice, bob, ft=True)  # pod worker-0 ran, then the job was re-queued
+    old = f"{borrower.job_id}-worker-0"
+    asked = bob_client.get(f"/jobs/{borrower.job_id}/logs/?pod={old}&offset=0&auto=1", HTTP_HX_REQUEST="true")
+    assert (asked["HX-Retarget"], asked["HX-Reswap"]) == ("#logs", "outerHTML")
+    assert "Logs appear once a pod has started." in asked.content.decode() and POLL in asked.content.decode()
+    pinned = bob_client.get(f"/jobs/{borrower.job_id}/logs/?pod={old}&offset=0", HTTP_HX_REQUEST="true")
+    assert "HX-Retarget" not in pinned and "hx-trigger" not in pinned.content.decode()  # a pod the user chose stays
+
+    Pod.objects.filter(pod_id=f"{old}-1").update(status="Running", started_at=timezone.now())  # its next incarnation
+    store_chunks([{"pod_id": f"{old}-1", "offset": 0, "text": "resumed from step 300\n"}])
+    card = bob_client.get(f"/jobs/{borrower.job_id}/logs/", HTTP_HX_REQUEST="true").content.decode()
+    assert f'<span class="mono muted">{old}-1</span>' in card and "resumed from step 300" in card

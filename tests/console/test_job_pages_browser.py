@@ -21,10 +21,9 @@ class SimulatedAgent:
     in the test's thread: its log chunks to jobs.logs and its reports to jobs.lifecycle, as the
     jobs.pod_logs and jobs.pod_reports tasks do."""
 
-    APPLY = {"jobs.pod_logs": logs.store_chunks, "jobs.pod_reports": lifecycle.apply_reports}
-
     def __init__(self):
-        self.outbox = Outbox(lambda task, items: self.APPLY[task](items), flush_s=3600)
+        apply = {"jobs.pod_logs": logs.store_chunks, "jobs.pod_reports": lifecycle.apply_reports}
+        self.outbox = Outbox(lambda task, items: apply[task](items), flush_s=3600)
         self.executor = SimulatedExecutor(self.outbox)
 
     def start(self, messages):
@@ -83,7 +82,7 @@ def test_the_job_page_shows_what_ran_with_hidden_values_masked(page, alice):
     login(page, "alice")
     page.goto(f"/jobs/{job.job_id}/")
     facts = page.locator("#job-live dl.facts")
-    fact = lambda name: facts.locator(f"dt:text-is('{name}') + dd").inner_text()  # noqa: E731
+    fact = lambda name: facts.locator(f"dt:text-is('{name}') + dd").inner_text()
     assert fact("Framework") == "PyTorchJob"
     assert fact("Image") == "pytorch:2.3-gpu"
     assert fact("Startup Command") == "torchrun --nproc-per-node 8 train.py --data /mnt/data/imagenet"

@@ -296,7 +296,7 @@ def test_the_preempted_job_and_the_job_that_preempted_it_link_to_each_other(alic
 
 def test_a_job_failed_by_preemption_is_listed_preempted_and_the_api_still_says_failed(bob_client, alice, bob):
     borrower, _ = borrowed_then_reclaimed(alice, bob)
-    row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.S)[0]
+    row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.DOTALL)[0]
     assert '<span class="badge s-preempted" title="Failed: Resource Preempted: Reclaimed by quota cv-team' in row
     assert ">Preempted</span>" in row and ">Failed</span>" not in row
     assert (borrower.status, borrower.reason_code) == ("Failed", "Preempted")
@@ -309,7 +309,7 @@ def test_a_requeued_job_shows_neither_running_since_nor_not_in_quota(bob_client,
     assert borrower.status == "Queuing" and borrower.use_oversold_resource is True and borrower.running_at
     html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
     assert "Running since" not in html and "Not in Quota</span>" not in html
-    row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.S)[0]
+    row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.DOTALL)[0]
     assert "Not in Quota" not in row
 
 

@@ -328,3 +328,12 @@ def test_the_logs_card_moves_on_to_the_next_incarnation_when_the_job_restarts(bo
     store_chunks([{"pod_id": f"{old}-1", "offset": 0, "text": "resumed from step 300\n"}])
     card = bob_client.get(f"/jobs/{borrower.job_id}/logs/", HTTP_HX_REQUEST="true").content.decode()
     assert f'<span class="mono muted">{old}-1</span>' in card and "resumed from step 300" in card
+
+
+def test_the_logs_panel_stops_waiting_for_output_once_the_pod_ended_without_any(alice_client, alice):
+    job = run(quota_job(alice))
+    pod_id = f"{job.job_id}-worker-0"
+    assert "Waiting for log output…" in alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    lifecycle.apply_reports([{"pod_id": pod_id, "status": "Succeeded", "exit_code": 0}])
+    tail = alice_client.get(f"/jobs/{job.job_id}/logs/?pod={pod_id}&offset=0", HTTP_HX_REQUEST="true").content.decode()
+    assert "No log output." in tail and "Waiting" not in tail  # the tail replaces the placeholder it carries

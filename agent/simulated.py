@@ -6,6 +6,9 @@ simulated node, so thousands of pods cost a few hundred bytes each. The pod's en
     SIM_DURATION_S  seconds it runs (float, default 60)
     SIM_EXIT_CODE   non-zero: it then fails with this exit code
     SIM_STOP_S      seconds it takes to terminate after a stop (default 0)
+
+A simulated pod writes a few log lines (what it stands in for, and how it ended), shipped as
+jobs.pod_logs chunks like a real pod's, so its job page shows logs.
 """
 
 import heapq
@@ -28,6 +31,7 @@ class SimPod:
     exit_code: int
     stop_s: float
     stop_reason: str = ""
+    logged: int = 0  # bytes of its log shipped so far: the next chunk's offset
 
 
 class SimulatedExecutor:
@@ -67,6 +71,8 @@ class SimulatedExecutor:
             self._push(duration, pod.pod_id, "end")
             if limit and limit < duration:
                 self._push(limit, pod.pod_id, "max_running_time")
+            self._log(pod, f"simulated pod {pod.pod_id}: no container runs (image {spec.get('image') or 'none'})",
+                      f"$ {spec.get('command', '')}", f"running for {duration:g} s")
         self.outbox.report(pod.pod_id, "Running")
 
     def stop(self, pod_id: str, reason: str, grace_s: float) -> None:
@@ -79,6 +85,12 @@ class SimulatedExecutor:
                 return
             pod.stop_reason = reason
             self._push(min(pod.stop_s, grace_s), pod_id, "stopped")
+
+    def _log(self, pod: SimPod, *lines: str) -> None:
+        """Ship lines of the pod's log, at their byte offset (jobs.logs stores each chunk once)."""
+        text = "".join(f"{line}\n" for line in lines)
+        self.outbox.put("jobs.pod_logs", {"pod_id": pod.pod_id, "offset": pod.logged, "text": text})
+        pod.logged += len(text.encode())
 
     def running_pod_ids(self) -> list[str]:
         with self._cond:
@@ -121,6 +133,7 @@ class SimulatedExecutor:
             if pod is None or (what == "end" and pod.stop_reason):
                 return
             del self.pods[pod_id]
+        self._log(pod, f"stopped ({pod.stop_reason})" if pod.stop_reason else f"exited with code {pod.exit_code}")
         if pod.stop_reason:
             self.outbox.report(pod_id, "Failed", exit_code=137, reason=pod.stop_reason,
                                message=f"stopped ({pod.stop_reason})", urgent=True)

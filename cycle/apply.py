@@ -61,8 +61,23 @@ def _preempt_all(preemptions: tuple[scheduler.Preemption, ...], now) -> list[dis
             events.append(JobEvent(job_id=jobs[job_id][0], at=now, type=JobEvent.Type.WARNING,
                                    reason=RELEASES.get(reason.code, dispatch.PREEMPTED),
                                    message=f"Resource Preempted: {reason.message} (pods {', '.join(names)})"))
-    JobEvent.objects.bulk_create(events)
+    JobEvent.objects.bulk_create(events + _preempting_events([p for p in preemptions if p.pod_id in stopped], now))
     return messages
+
+
+def _preempting_events(preemptions: list[scheduler.Preemption], now) -> list[JobEvent]:
+    """The other side of each preemption made for a job: on that job, one event per job it
+    preempted, so that its page links to the jobs that made way for it."""
+    victims: dict[tuple[str, str], list[str]] = {}
+    for p in preemptions:
+        if p.reason.by_job:
+            victims.setdefault((p.reason.by_job, p.job_id), []).append(p.pod_id)
+    if not victims:
+        return []
+    pks = dict(Job.objects.filter(job_id__in={by for by, _ in victims}).values_list("job_id", "pk"))
+    return [JobEvent(job_id=pks[by], at=now, reason="Preempting",
+                     message=f"Preempted job {victim} (pods {', '.join(pods)}) to start")
+            for (by, victim), pods in sorted(victims.items()) if by in pks]
 
 
 def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: WaitingJobs) -> list[dispatch.Message]:

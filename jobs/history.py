@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dbkit.bulk import Insert, insert_rows
+from jobs.dispatch import EVICTING_REASONS
 from jobs.models import Job, JobEvent, StatusTransition
 from jobs.states import JobStatus, check_transition
 
@@ -64,6 +65,10 @@ def _event_type(t: Transition) -> str:
 
 
 def _event_reason(t: Transition) -> str:
+    # The eviction itself got its event when it was decided (cycle.apply, jobs.nodes): the job's
+    # end that follows is its failure, not a second "Preempted". The status keeps PAI's reason.
+    if t.status == JobStatus.FAILED and t.reason in EVICTING_REASONS:
+        return "JobFailed"
     return t.reason or t.status
 
 

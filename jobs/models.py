@@ -158,7 +158,8 @@ class Job(models.Model):
 
     @property
     def idle_label(self) -> str:
-        if self.use_oversold_resource is None:
+        # A re-queued job keeps its last admission's flag, but runs on no resources while it waits.
+        if self.use_oversold_resource is None or self.status in WAITING:
             return ""
         return "Not in Quota" if self.use_oversold_resource else "In Quota"
 

@@ -1,5 +1,6 @@
 """Jobs list, job detail (pods, events, history, restarts, logs) and Stop."""
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.contrib import messages
@@ -11,11 +12,13 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from django_htmx.http import reswap, retarget
 
 from console.pages.base import current_workspace, job_queryset, page
-from console.templatetags.console_tags import per_hour
+from console.templatetags.console_tags import mentioned_jobs, per_hour
 from cycle.estimate import TYPICAL_DAYS, Estimate, cached_estimates
 from jobs import logs as agent_logs
+from jobs.dispatch import EVICTING_REASONS
 from jobs.models import Job, JobSpec, Pod, Source
 from jobs.services import ValidationFailed, can_change, stop_job
 from jobs.states import FINAL, WAITING, JobStatus, PodStatus
@@ -69,12 +72,19 @@ def job_list(request):
     return page(request, "console/jobs/list.html", context, nav="jobs", partial="rows")
 
 
+def status_label(job: Job) -> str:
+    """The status as the console shows it: a job failed by the preemption of its pods (reclaimed,
+    spot released, node drained) says Preempted; the API keeps PAI's Failed with that reason."""
+    return "Preempted" if job.status == JobStatus.FAILED and job.reason_code in EVICTING_REASONS else job.status
+
+
 class JobRow:
     """What one line of the jobs list shows, computed from the job and its prefetched specs."""
 
     def __init__(self, job: Job, now=None, estimates=None):
         self.job = job
         self.final = job.status in FINAL
+        self.status = status_label(job)
         self.specs = list(job.specs.all())
         self.duration = duration(job, now)
         self.estimate = start_estimate(job, estimates or {}, now or timezone.now())
@@ -155,12 +165,30 @@ def detail_context(request, job: Job) -> dict:
     events = [redact(e, hidden) for e in job.events.order_by("-at", "-id")[:100]]
     now = timezone.now()
     estimate = start_estimate(job, cached_estimates(now), now) if job.status in WAITING else None
+    history = [redact(t, hidden) for t in job.status_history.all()]
+    texts = [job.reason_message, *(e.message for e in events), *(t.message for t in history),
+             *(r["pod"].reason_message for r in pods)]
     return {
         "job": job, "specs": list(job.specs.select_related("spec")), "pods": pods, "estimate": estimate,
-        "live": job.status not in FINAL, "events": events,
-        "history": [redact(t, hidden) for t in job.status_history.all()], "restarts": list(job.restarts.all()),
-        "can_stop": job.status not in FINAL and can_change(request.user, job),
+        "live": job.status not in FINAL, "events": events, "history": history, "restarts": list(job.restarts.all()),
+        "can_stop": job.status not in FINAL and can_change(request.user, job), "linked": linked_jobs(request.user, texts),
+        "running_since": running_since(job, history), "status": status_label(job),
     }
+
+
+def running_since(job: Job, history) -> datetime | None:
+    """When the job's latest run began: none while it waits (re-queued after a restart), the
+    latest move to Running otherwise (job.running_at is the first run's, GmtRunningTime)."""
+    if job.status in WAITING:
+        return None
+    runs = [t.at for t in history if t.status == JobStatus.RUNNING]
+    return runs[-1] if runs else job.running_at
+
+
+def linked_jobs(viewer, texts) -> set[str]:
+    """The jobs these texts name (a preempted job names its preemptor, and back) that the viewer may open."""
+    mentioned = mentioned_jobs(texts)
+    return set(job_queryset(viewer).filter(job_id__in=mentioned).values_list("job_id", flat=True)) if mentioned else set()
 
 
 def redact(record, hidden_nodes: set[str]):
@@ -170,12 +198,14 @@ def redact(record, hidden_nodes: set[str]):
     return record
 
 
-def log_context(job: Job, pod: Pod | None, offset: int = 0) -> dict:
+def log_context(job: Job, pod: Pod | None, offset: int = 0, *, auto: bool = False) -> dict:
+    """The Logs card's pod and text. `auto`: the card chose the pod itself (no ?pod=), so it keeps
+    asking while the job lives, to move on to the next incarnation when the job restarts."""
     if pod is None:
-        return {"log_pod": None}
+        return {"log_pod": None, "wait_for_pod": job.status not in FINAL}
     text, next_offset = read_logs(pod, offset)
-    follow = pod.status in (PodStatus.PENDING, PodStatus.RUNNING) and job.status not in FINAL
-    return {"log_pod": pod, "text": text, "offset": next_offset, "follow": follow}
+    follow = job.status not in FINAL and (auto or pod.status in (PodStatus.PENDING, PodStatus.RUNNING))
+    return {"log_pod": pod, "text": text, "offset": next_offset, "follow": follow, "auto": auto}
 
 
 def chosen_pod(job: Job, pods: list[dict], pod_id: str | None) -> Pod | None:
@@ -192,7 +222,7 @@ def job_detail(request, job_id):
     job = visible_job(request, job_id)
     context = detail_context(request, job)
     if not request.htmx:
-        context |= log_context(job, chosen_pod(job, context["pods"], request.GET.get("pod")))
+        context |= log_context(job, chosen_pod(job, context["pods"], request.GET.get("pod")), auto="pod" not in request.GET)
     return page(request, "console/jobs/detail.html", context, nav="jobs", partial="live")
 
 
@@ -217,7 +247,12 @@ LOG_CHUNK = 64 * 1024
 @login_required
 def job_logs(request, job_id):
     job = visible_job(request, job_id)
-    pod = get_object_or_404(Pod, job=job, pod_id=request.GET.get("pod", ""))
+    if "pod" not in request.GET:  # the card of a page opened before any pod started, asking again
+        return log_card(request, job)
+    pod = get_object_or_404(Pod, job=job, pod_id=request.GET["pod"])
+    if request.GET.get("auto") == "1" and not pod.current and job.status not in FINAL:
+        # The job restarted: the card starts over with the next incarnation, once it has started.
+        return retarget(reswap(log_card(request, job), "outerHTML"), "#logs")
     try:
         offset = max(0, int(request.GET.get("offset") or 0))
     except ValueError:
@@ -225,6 +260,12 @@ def job_logs(request, job_id):
     context = {"job": job} | log_context(job, pod, offset)
     # A fragment endpoint: always the partial, whether HTMX or a plain GET asked.
     return render(request, "console/jobs/detail.html#log-tail", context)
+
+
+def log_card(request, job: Job):
+    """The whole Logs card, on the pod it would choose for a page opened now."""
+    pod = chosen_pod(job, pod_rows(job, request.user), None)
+    return render(request, "console/jobs/detail.html#logs-card", {"job": job} | log_context(job, pod, auto=True))
 
 
 def read_logs(pod, offset: int) -> tuple[str, int]:

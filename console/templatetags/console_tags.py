@@ -1,9 +1,14 @@
 """Formatting shared by the console's templates: money, per-hour prices, durations, badges."""
 
+import re
+from collections.abc import Iterable
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
+from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -52,3 +57,23 @@ def hms(value) -> str:
 @register.filter
 def slug(value) -> str:
     return str(value).lower().replace(" ", "-")
+
+
+# How events and reasons name another job: "for job dlc…", "Preempted job dlc… to start" (a
+# pod id starts with its job's id too, but is never written after "job ").
+JOB_MENTION = re.compile(r"\bjob (dlc[0-9a-z]+)\b")
+
+
+def mentioned_jobs(texts: Iterable[str]) -> set[str]:
+    return {job_id for text in texts for job_id in JOB_MENTION.findall(text or "")}
+
+
+@register.filter
+def job_links(text, visible) -> str:
+    """The text, escaped, with each job it names linked to that job's page where the viewer may see it."""
+    def link(found):
+        job_id = found.group(1)
+        if job_id not in visible:
+            return found.group(0)
+        return f'job <a href="{reverse("console:job-detail", args=[job_id])}">{job_id}</a>'
+    return mark_safe(JOB_MENTION.sub(link, escape(text or "")))  # escaped first; the ids are [0-9a-z]

@@ -85,3 +85,17 @@ def test_a_stopped_pods_end_is_reported_at_once_not_at_the_next_flush(recorder):
     finally:
         ex.close()
         outbox.close()
+
+
+def test_a_simulated_pod_ships_a_few_log_lines_through_the_pod_log_path(executor, recorder):
+    executor.start({**sim_pod("s-log", SIM_DURATION_S=0.05), "image": "pytorch:2"})
+    wait_for(lambda: recorder.final_report("s-log"))
+    text = wait_for(lambda: "exited" in recorder.log_text("s-log") and recorder.log_text("s-log"))
+    assert text.splitlines() == ["simulated pod s-log: no container runs (image pytorch:2)", "$ train",
+                                 "running for 0.05 s", "exited with code 0"]
+
+
+def test_a_stopped_simulated_pod_says_why_in_its_log(executor, recorder):
+    executor.start(sim_pod("s-log-stop", SIM_DURATION_S=30))
+    executor.stop("s-log-stop", "Preempted", 30)
+    wait_for(lambda: "stopped (Preempted)" in recorder.log_text("s-log-stop"))

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -16,7 +17,7 @@ from jobs.models import Job, JobSpec, Pod
 from jobs.services import PodResources
 from quotas.models import Quota, ResourceSpec, Workspace
 from spot.models import DailyBill
-from tests.console.conftest import quota_job
+from tests.console.conftest import client_for, quota_job
 
 pytestmark = pytest.mark.django_db
 POLL = 'hx-trigger="every 2s" data-poll-visible'
@@ -219,3 +220,120 @@ def test_the_logs_panel_shows_the_pods_output_and_follows_from_its_offset(alice_
     lifecycle.apply_reports([{"pod_id": pod_id, "status": "Succeeded", "exit_code": 0}])
     done = alice_client.get(f"/jobs/{job.job_id}/logs/?pod={pod_id}&offset=34").content.decode()
     assert "hx-trigger" not in done  # the pod ended: the panel stops following
+
+
+def test_the_logs_card_of_a_page_opened_before_any_pod_started_polls_until_one_has(alice_client, alice):
+    from jobs.logs import store_chunks
+
+    job = quota_job(alice)
+    html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert f'<section class="card" id="logs" hx-get="/jobs/{job.job_id}/logs/" {POLL}' in html
+    card = alice_client.get(f"/jobs/{job.job_id}/logs/", HTTP_HX_REQUEST="true").content.decode()
+    assert "Logs appear once a pod has started." in card and POLL in card  # still nothing started: asks again
+
+    run(job)
+    store_chunks([{"pod_id": f"{job.job_id}-worker-0", "offset": 0, "text": "epoch 1 loss 0.9\n"}])
+    card = alice_client.get(f"/jobs/{job.job_id}/logs/", HTTP_HX_REQUEST="true").content.decode()
+    assert card.lstrip().startswith('<section class="card" id="logs">')  # the card no longer polls itself...
+    assert "epoch 1 loss 0.9" in card and f"?pod={job.job_id}-worker-0&amp;offset=17" in card  # ...its tail does
+
+
+def test_the_logs_card_of_a_job_that_ended_before_any_pod_started_stops_polling(alice_client, alice):
+    job = quota_job(alice)
+    assert POLL in alice_client.get(f"/jobs/{job.job_id}/logs/").content.decode()
+    alice_client.post(f"/jobs/{job.job_id}/stop/")
+    card = alice_client.get(f"/jobs/{job.job_id}/logs/").content.decode()
+    assert "Logs appear once a pod has started." in card and "hx-trigger" not in card
+
+
+def test_the_detail_shows_what_ran_framework_image_command_environment_and_datasets(alice_client, alice):
+    from datasets.models import Dataset
+    from jobs.services import CustomEnv, JobDataSource, JobRequest, RoleRequest, create_job
+
+    workspace = Workspace.objects.get(name="ml-research")
+    Dataset.objects.create(dataset_id="d-mnist", workspace=workspace, owner=alice, name="mnist", uri="file:///data/mnist",
+                           data_source_type="FILE", mount_path="/mnt/mnist", accessibility="PUBLIC")
+    job = create_job(alice, JobRequest(
+        display_name="what-ran", user_command="python train.py --epochs 3", job_type="TFJob", workspace_id=workspace.pk,
+        source="quota", quota_id=Quota.objects.get(name="nlp-team").quota_id, envs={"LR": "0.01"},
+        custom_envs=[CustomEnv("WANDB_API_KEY", "s3cr3t-token", visible=False), CustomEnv("SEED", "42")],
+        data_sources=[JobDataSource("d-mnist")],
+        roles=[RoleRequest(role="Worker", pod_count=1, instance_type="ecs.gn6v-c8g1.16xlarge", image="tensorflow:2.15")],
+    ))
+    html = alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert "<dt>Framework</dt><dd>TFJob</dd>" in html
+    assert '<span class="mono">tensorflow:2.15</span>' in html
+    assert '<pre class="command">python train.py --epochs 3</pre>' in html
+    assert "LR=0.01" in html and "SEED=42" in html
+    assert 'WANDB_API_KEY=<span class="muted">(hidden)</span>' in html and "s3cr3t-token" not in html
+    assert "/mnt/mnist</span> ← file:///data/mnist" in html
+
+
+def borrowed_then_reclaimed(alice, bob, *, ft=False):
+    """bob's job borrows cv-team's idle nodes, runs, and alice's lender job on cv-team reclaims them."""
+    quota_job(alice, "fill-nlp", pods=2)
+    borrower = run(quota_job(bob, "borrower", pods=2, oversold="ForceQuotaOverSold"))
+    Job.objects.filter(pk=borrower.pk).update(ft_enabled=ft)
+    lender = quota_job(alice, "lender", quota="cv-team", workspace="vision-lab", pods=2)
+    cycle_tasks.process_cycle.run()
+    lifecycle.apply_reports([{"pod_id": p.pod_id, "status": "Failed", "exit_code": 143}
+                             for p in borrower.pods.filter(current=True)])
+    borrower.refresh_from_db()
+    return borrower, lender
+
+
+def test_the_preempted_job_and_the_job_that_preempted_it_link_to_each_other(alice_client, alice, bob):
+    borrower, lender = borrowed_then_reclaimed(alice, bob)
+    victim_page = alice_client.get(f"/jobs/{borrower.job_id}/").content.decode()
+    to_lender = f'job <a href="/jobs/{lender.job_id}/">{lender.job_id}</a>'
+    assert victim_page.count(to_lender) >= 4  # the reason, the Preempted event, the history, each pod
+    lender_page = alice_client.get(f"/jobs/{lender.job_id}/").content.decode()
+    assert f'<strong>Preempting</strong> Preempted job <a href="/jobs/{borrower.job_id}/">{borrower.job_id}</a> (pods ' in lender_page
+    bob_page = client_for(Client(), bob).get(f"/jobs/{borrower.job_id}/").content.decode()
+    assert f"for job {lender.job_id}" in bob_page  # bob is no member of vision-lab: the lender is named, not linked
+    assert f'href="/jobs/{lender.job_id}/"' not in bob_page
+
+
+def test_a_job_failed_by_preemption_is_listed_preempted_and_the_api_still_says_failed(bob_client, alice, bob):
+    borrower, _ = borrowed_then_reclaimed(alice, bob)
+    row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.DOTALL)[0]
+    assert '<span class="badge s-preempted" title="Failed: Resource Preempted: Reclaimed by quota cv-team' in row
+    assert ">Preempted</span>" in row and ">Failed</span>" not in row
+    assert (borrower.status, borrower.reason_code) == ("Failed", "Preempted")
+    html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
+    assert '<span class="badge s-preempted">Preempted</span> <span class="muted">status Failed, reason Preempted</span>' in html
+
+
+def test_a_requeued_job_shows_neither_running_since_nor_not_in_quota(bob_client, alice, bob):
+    borrower, _ = borrowed_then_reclaimed(alice, bob, ft=True)  # AIMaster restarts it: back to the queue
+    assert borrower.status == "Queuing" and borrower.use_oversold_resource is True and borrower.running_at
+    html = bob_client.get(f"/jobs/{borrower.job_id}/").content.decode()
+    assert "Running since" not in html and "Not in Quota</span>" not in html
+    row = re.search(rf'<tr id="job-{borrower.job_id}">.*?</tr>', bob_client.get("/jobs/").content.decode(), re.DOTALL)[0]
+    assert "Not in Quota" not in row
+
+
+def test_the_logs_card_moves_on_to_the_next_incarnation_when_the_job_restarts(bob_client, alice, bob):
+    from jobs.logs import store_chunks
+
+    borrower, _ = borrowed_then_reclaimed(alice, bob, ft=True)  # pod worker-0 ran, then the job was re-queued
+    old = f"{borrower.job_id}-worker-0"
+    asked = bob_client.get(f"/jobs/{borrower.job_id}/logs/?pod={old}&offset=0&auto=1", HTTP_HX_REQUEST="true")
+    assert (asked["HX-Retarget"], asked["HX-Reswap"]) == ("#logs", "outerHTML")
+    assert "Logs appear once a pod has started." in asked.content.decode() and POLL in asked.content.decode()
+    pinned = bob_client.get(f"/jobs/{borrower.job_id}/logs/?pod={old}&offset=0", HTTP_HX_REQUEST="true")
+    assert "HX-Retarget" not in pinned and "hx-trigger" not in pinned.content.decode()  # a pod the user chose stays
+
+    Pod.objects.filter(pod_id=f"{old}-1").update(status="Running", started_at=timezone.now())  # its next incarnation
+    store_chunks([{"pod_id": f"{old}-1", "offset": 0, "text": "resumed from step 300\n"}])
+    card = bob_client.get(f"/jobs/{borrower.job_id}/logs/", HTTP_HX_REQUEST="true").content.decode()
+    assert f'<span class="mono muted">{old}-1</span>' in card and "resumed from step 300" in card
+
+
+def test_the_logs_panel_stops_waiting_for_output_once_the_pod_ended_without_any(alice_client, alice):
+    job = run(quota_job(alice))
+    pod_id = f"{job.job_id}-worker-0"
+    assert "Waiting for log output…" in alice_client.get(f"/jobs/{job.job_id}/").content.decode()
+    lifecycle.apply_reports([{"pod_id": pod_id, "status": "Succeeded", "exit_code": 0}])
+    tail = alice_client.get(f"/jobs/{job.job_id}/logs/?pod={pod_id}&offset=0", HTTP_HX_REQUEST="true").content.decode()
+    assert "No log output." in tail and "Waiting" not in tail  # the tail replaces the placeholder it carries

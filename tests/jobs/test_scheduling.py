@@ -121,6 +121,26 @@ def test_an_acceptable_job_borrows_idle_capacity_and_is_preempted_when_the_lende
     assert {n for n, _, _ in bound(lender)} == {"cv-team-gn6v-c8g1-0", "cv-team-gn6v-c8g1-1"}
 
 
+def test_a_preemption_is_one_preempted_event_on_its_victim_and_one_preempting_event_on_its_preemptor(
+        alice, bob, cycle, reports):
+    create_job(bob, make_request(pods=2))
+    borrower = create_job(bob, make_request(pods=2, oversold_type="AcceptQuotaOverSold"))
+    cycle()
+    reports(*[report(p, "Running") for p in borrower.pods.all()])
+    vision = Workspace.objects.get(name="vision-lab")
+    lender = create_job(alice, make_request(pods=2, workspace_id=vision.pk, quota_id=CV))
+    cycle()
+    reports(*[report(p, "Failed", exit_code=143, reason="Preempted") for p in borrower.pods.all()])
+
+    borrower.refresh_from_db()
+    assert (borrower.status, borrower.reason_code) == ("Failed", "Preempted")  # PAI's status and reason
+    assert list(borrower.events.filter(reason__in=("Preempted", "JobFailed")).values_list("reason", flat=True)) == [
+        "Preempted", "JobFailed"]
+    preempting = lender.events.get(reason="Preempting")
+    assert preempting.message.startswith(f"Preempted job {borrower.job_id} (pods {borrower.job_id}-worker-0, ")
+    assert preempting.message.endswith(") to start")
+
+
 def test_a_job_stopped_after_the_snapshot_is_not_admitted(bob, monkeypatch, cycle):
 
     job = create_job(bob, make_request())

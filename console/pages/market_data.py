@@ -1,7 +1,7 @@
 """Market figures the pages show, read in a fixed number of queries.
 
 Prices are stored per node-minute (ResourceSpec.on_demand_price_per_minute, PriceHistory.price);
-templates show them per hour with the `per_hour` filter.
+pages show them per hour (market.units, through the `per_hour` and `hourly` filters).
 """
 
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from console.forms import BID_FIELDS, BidForm
 from jobs.services import SPOT_FIELDS
 from market.advisor import BidOutlook
 from market.bids import SPOT_WITH_PRICE_LIMIT, bid_price, market_range, validate_spot_bid
+from market import units
 from market.engine import spot_discount
 from quotas.models import Node, ResourceSpec
 from spot.market_state import bid_outlooks, current_markets
@@ -58,21 +59,9 @@ def history(spec: ResourceSpec, days: int, now=None) -> list[tuple]:
     return points
 
 
-def per_hour(price: Decimal) -> float:
-    return float(price * 60)
-
-
-def with_hourly_range(message: str, spec: ResourceSpec | None) -> str:
-    """A price-limit refusal (its figures per node-minute, the API's unit) next to an input per
-    node-hour: the market range per node-hour too."""
-    if spec is None:
-        return message
-    low, high = market_range(spec.on_demand_price_per_minute)
-    return f"{message} (per node-hour: {per_hour_text(low)} to {per_hour_text(high)})"
-
-
-def per_hour_text(price: Decimal) -> str:
-    return f"{price * 60:.4f}"
+def chart_price(price_per_minute: Decimal) -> float:
+    """A price as the History Price chart plots it: per hour (market.units), as a float for Plotly."""
+    return float(units.per_hour(price_per_minute))
 
 
 @dataclass(frozen=True)
@@ -109,8 +98,7 @@ def advise(spec: ResourceSpec, form: BidForm, now=None) -> Advice:
     for problem in validate_spot_bid(spot_spec, resource_type=spec.resource_type, on_demand_price=on_demand):
         if problem["field"].startswith("SpotSpec"):  # a VPC is the job's business, not the bid's
             field = BID_FIELDS[SPOT_FIELDS[problem["field"]]]
-            message = with_hourly_range(problem["message"], spec) if field == "bid_price_limit" else problem["message"]
-            form.add_error(field, message)
+            form.add_error(field, problem["message"])
     if form.errors:
         return Advice(spec, form)
     bid = bid_price(on_demand, discount=limits["spot_discount_limit"], price_limit=limits["spot_price_limit"])

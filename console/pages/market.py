@@ -10,16 +10,19 @@ from django.shortcuts import get_object_or_404, render
 
 from console.forms import BidForm
 from console.pages.base import page
-from console.pages.market_data import RANGES, advise, chart_price, history, market_rows
+from console.pages.market_data import RANGES, STOCK_MEANINGS, advise, chart_price, history, market_rows
 from market.units import hourly
 from quotas.models import ResourceSpec
 
 
 @login_required
 def market(request):
-    rows = market_rows()
+    everything = market_rows()
+    # A type without an on-demand price (a local machine's) has no market: named apart, not listed at 0.
+    rows = [r for r in everything if r["on_demand"]]
+    unpriced = [r["spec"] for r in everything if not r["on_demand"]]
     chosen = request.GET.get("spec") or (rows[0]["spec"].instance_type if rows else None)
-    context = {"rows": rows}
+    context = {"rows": rows, "unpriced": unpriced, "stock_meanings": list(STOCK_MEANINGS.items())}
     status = 200
     if chosen:
         spec = get_object_or_404(ResourceSpec, instance_type=chosen)

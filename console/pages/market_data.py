@@ -19,10 +19,17 @@ from market.bids import SPOT_WITH_PRICE_LIMIT, bid_price, market_range, validate
 from market import units
 from market.engine import spot_discount
 from quotas.models import Node, ResourceSpec
+from scheduler.spot import CLOSED_WITH_STOCK, WITH_STOCK, WITHOUT_STOCK
 from spot.market_state import bid_outlooks, current_markets
 from spot.models import PriceHistory
 
 RANGES = {"1d": 1, "3d": 3, "7d": 7}
+# SpotStockStatus for one more node, as scheduler/spot.py decides it, in a user's words.
+STOCK_MEANINGS = {
+    WITH_STOCK: "a spot node can start now: free nodes remain beyond the reserve kept for pay-as-you-go.",
+    CLOSED_WITH_STOCK: "nodes are free, but they are the reserve kept for pay-as-you-go (10% of the pool); spot bids wait.",
+    WITHOUT_STOCK: "no node is free; spot bids wait until one is, whatever their price.",
+}
 
 
 def public_specs():
@@ -39,11 +46,13 @@ def market_rows(now=None) -> list[dict]:
         low, high = market_range(spec.on_demand_price_per_minute)
         market = markets.get(spec.instance_type)
         price = market.price if market else None
+        discount = spot_discount(price, spec.on_demand_price_per_minute) if price is not None else None
+        stock = market.stock_status if market else ""
         rows.append({
             "spec": spec, "on_demand": spec.on_demand_price_per_minute, "price": price,
-            "average": market.avg_last_hour if market else None,
-            "discount": spot_discount(price, spec.on_demand_price_per_minute) if price is not None else None,
-            "stock_status": market.stock_status if market else "", "low": low, "high": high,
+            "average": market.avg_last_hour if market else None, "discount": discount,
+            "saving": None if discount is None else 1 - discount,
+            "stock_status": stock, "stock_meaning": STOCK_MEANINGS.get(stock, ""), "low": low, "high": high,
         })
     return rows
 

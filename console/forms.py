@@ -412,3 +412,9 @@ class UsageRangeForm(forms.Form):
             days = (last - first).days + 1
             self.add_error("to", f"The range may span at most {self.MAX_DAYS} days; it spans {days}.")
         return data
+
+
+class BillingRangeForm(UsageRangeForm):
+    """Billing's range of bill days: as Usage's, but the last 30 days by default (bills are read by the month)."""
+
+    DEFAULT_DAYS = 30

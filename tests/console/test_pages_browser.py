@@ -69,3 +69,33 @@ def test_the_history_price_chart_follows_the_row_chosen(page, market_prices):  #
     assert page.evaluate("window.notReloaded === true")
     assert page.url.endswith("/spot/?spec=ecs.gn7i-c8g1.2xlarge")
     shot(page, "spot-market-chart-follows-row")
+
+
+# --- Billing ------------------------------------------------------------------------------------
+
+def test_billing_shows_a_range_of_days_by_user_and_quota_and_says_why_a_range_is_empty(page, alice, bob):  # noqa: F811
+    from datetime import date
+
+    from tests.console.conftest import spot_job
+    from tests.console.test_admin_pages import bill
+
+    bill(spot_job(alice, "alice-spot"), date(2026, 11, 20), "spot", "2.000000", "5.000000")
+    bill(spot_job(bob, "bob-spot"), date(2026, 11, 21), "spot", "0.500000", "1.500000")
+    login(page, "alice")
+    page.goto("/billing/")
+    page.fill("#id_from", "2026-11-01")
+    page.fill("#id_to", "2026-11-30")
+    page.click("#billing-range button")
+    page.wait_for_url("**/billing/?from=2026-11-01&to=2026-11-30")
+    assert page.locator("#billing-by-user tbody tr").first.inner_text().split() == ["alice", "60", "2.00", "5.00", "3.00"]
+    assert "No quota (public pool" in page.locator("#billing-by-quota").inner_text()
+    assert page.locator("#billing-bills tbody tr").count() == 2
+    shot(page, "billing")
+
+    page.fill("#id_from", "2026-10-01")
+    page.fill("#id_to", "2026-10-31")
+    page.click("#billing-range button")
+    page.wait_for_url("**/billing/?from=2026-10-01&to=2026-10-31")
+    empty = page.locator("#billing-empty").inner_text()
+    assert "No bills in ml-research from 2026-10-01 to 2026-10-31." in empty and "prepaid" in empty
+    shot(page, "billing-empty")

@@ -159,11 +159,28 @@ def test_charlie_exports_an_empty_csv(charlie_client, alice):
 
 
 def test_an_access_key_secret_is_shown_once(bob_client, bob):
-    created = bob_client.post("/access-keys/create/").content.decode()
+    created = bob_client.post("/access-keys/create/", follow=True).content.decode()
     key = AccessKey.objects.get(user=bob)
     assert key.secret in created and key.access_key_id in created
     listing = bob_client.get("/access-keys/").content.decode()
     assert key.access_key_id in listing and key.secret not in listing
+
+
+def test_creating_a_key_redirects_so_a_reload_creates_none_and_shows_the_secret_no_more(bob_client, bob):
+    response = bob_client.post("/access-keys/create/")
+    assert (response.status_code, response["Location"]) == (302, "/access-keys/created/")
+    first = bob_client.get("/access-keys/created/")
+    key = AccessKey.objects.get(user=bob)
+    assert key.secret in first.content.decode() and first["Cache-Control"] == "no-store"
+    reload = bob_client.get("/access-keys/created/", follow=True).content.decode()
+    assert AccessKey.objects.filter(user=bob).count() == 1
+    assert key.secret not in reload and "shown only once" in reload
+
+
+def test_the_export_block_names_the_workspace_the_console_is_in(bob_client, bob):
+    html = bob_client.post("/access-keys/create/", follow=True).content.decode()
+    research = bob.memberships.get(workspace__name="ml-research").workspace_id
+    assert f"export OPENDLC_WORKSPACE_ID={research}" in html
 
 
 def test_keys_are_disabled_and_deleted_only_by_their_owner(bob_client, charlie, client, bob):

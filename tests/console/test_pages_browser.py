@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.console.test_browser import SHOTS, browser, login, page, settle  # noqa: F401  (fixtures)
+from tests.console.test_browser import SHOTS, browser, element_shot, login, page, settle  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -99,3 +99,15 @@ def test_billing_shows_a_range_of_days_by_user_and_quota_and_says_why_a_range_is
     empty = page.locator("#billing-empty").inner_text()
     assert "No bills in ml-research from 2026-10-01 to 2026-10-31." in empty and "prepaid" in empty
     shot(page, "billing-empty")
+
+
+# --- Quota form ---------------------------------------------------------------------------------
+
+def test_the_quota_form_shows_each_node_with_its_gpus_vcpus_and_memory(page, demo_cluster):  # noqa: F811
+    login(page, "alice")
+    page.goto("/quotas/new/")
+    v100 = page.locator('.node-choices label[data-node="pub-gn6v-c8g1-0"]')
+    assert v100.inner_text().split("\n") == ["pub-gn6v-c8g1-0", "ecs.gn6v-c8g1.16xlarge · 8 × NVIDIA V100 · 64 vCPUs · 256 GiB"]
+    cpu_only = page.locator('.node-choices label[data-node="pub-g7-0"]')
+    assert "no GPU · 4 vCPUs · 16 GiB" in cpu_only.inner_text()
+    element_shot(page.locator(".node-choices"), "quota-form-nodes")

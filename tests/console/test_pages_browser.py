@@ -111,3 +111,66 @@ def test_the_quota_form_shows_each_node_with_its_gpus_vcpus_and_memory(page, dem
     cpu_only = page.locator('.node-choices label[data-node="pub-g7-0"]')
     assert "no GPU · 4 vCPUs · 16 GiB" in cpu_only.inner_text()
     element_shot(page.locator(".node-choices"), "quota-form-nodes")
+
+
+# --- Access Keys --------------------------------------------------------------------------------
+
+def test_reloading_the_created_key_page_creates_no_key_and_the_export_block_names_the_workspace(page, alice):  # noqa: F811
+    from apikit.models import AccessKey
+
+    research = alice.memberships.get(workspace__name="ml-research").workspace_id
+    keys_before = AccessKey.objects.filter(user=alice).count()
+    login(page, "alice")
+    page.goto("/access-keys/")
+    page.click("button:has-text('Create AccessKey')")
+    page.wait_for_url("**/access-keys/created/")
+    key = AccessKey.objects.get(user=alice, access_key_id=page.locator("#access-key-id").inner_text())
+    assert page.locator("#access-key-export").inner_text().split("\n") == [
+        f"export ALIBABA_CLOUD_ACCESS_KEY_ID={key.access_key_id}",
+        f"export ALIBABA_CLOUD_ACCESS_KEY_SECRET={key.secret}",
+        f"export OPENDLC_WORKSPACE_ID={research}",
+    ]
+    shot(page, "access-key-created")
+    page.reload()
+    page.wait_for_url("**/access-keys/")
+    assert AccessKey.objects.filter(user=alice).count() == keys_before + 1
+    assert "shown only once" in page.locator("ul.messages").inner_text()
+    assert key.secret not in page.content()
+    shot(page, "access-key-created-reloaded")
+
+
+# --- Prices per hour ----------------------------------------------------------------------------
+
+def test_a_bidding_jobs_waiting_reason_and_a_refused_price_limit_speak_per_hour(page, alice):  # noqa: F811
+    from django.utils import timezone
+
+    from cycle import tasks as cycle_tasks
+    from quotas.models import ResourceSpec
+    from spot.models import PriceHistory
+    from tests.console.conftest import spot_job
+
+    g7 = ResourceSpec.objects.get(instance_type="ecs.g7.xlarge")  # on-demand 0.99 /h
+    PriceHistory.objects.create(spec=g7, at=timezone.now() - timezone.timedelta(minutes=1), price=g7.on_demand_price_per_minute * Decimal("0.6"))
+    job = spot_job(alice, "cheap-bid", discount="0.3")
+    cycle_tasks.process_cycle.run()
+    login(page, "alice")
+    page.goto(f"/jobs/{job.job_id}/")
+    assert "bid 0.2970 /h is below the market price 0.5940 /h of ecs.g7.xlarge" in page.locator(".waiting").inner_text()
+    shot(page, "job-waiting-reason-per-hour")
+
+    page.goto("/jobs/create/")
+    page.locator("label.radio", has_text="Preemptible Resources").first.click()
+    settle(page)
+    page.select_option("#id_roles-0-spec", "ecs.g7.xlarge")
+    settle(page)
+    page.check("#id_roles-0-bid_kind_1")  # Price limit
+    page.fill("#id_display_name", "too-dear")
+    page.fill("#id_image", "pytorch:2.3-gpu")
+    page.fill("#id_user_command", "python train.py")
+    page.fill("#id_roles-0-bid_price_limit", "1.2")
+    settle(page)
+    page.click("button[value=submit]")
+    error = page.locator("#id_roles-0-bid_price_limit-error")
+    error.wait_for()
+    assert "within the market range 0.0990 /h to 0.9900 /h, got 1.2000 /h" in error.inner_text()
+    element_shot(page.locator("table.roles"), "create-job-price-limit-per-hour")

@@ -32,7 +32,6 @@ from market.units import hourly
 from .decisions import OUTBID, PreemptionReason
 from .model import KIND_SPOT, LINGJUN, MarketState, PendingJob, RunningPod
 
-
 WITH_STOCK = "WithStock"
 CLOSED_WITH_STOCK = "ClosedWithStock"
 WITHOUT_STOCK = "WithoutStock"

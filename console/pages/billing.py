@@ -2,9 +2,8 @@
 totals, the breakdown by user and by quota, and the CSV of the same bills."""
 
 import csv
-from decimal import Decimal
-
 from datetime import timezone as dt_timezone
+from decimal import Decimal
 from urllib.parse import urlencode
 
 from django.conf import settings

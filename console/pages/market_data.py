@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from console.forms import BID_FIELDS, BidForm
 from jobs.services import SPOT_FIELDS
+from market import units
 from market.advisor import BidOutlook
 from market.bids import SPOT_WITH_PRICE_LIMIT, bid_price, market_range, validate_spot_bid
-from market import units
 from market.engine import spot_discount
 from quotas.models import Node, ResourceSpec
 from scheduler.spot import CLOSED_WITH_STOCK, WITH_STOCK, WITHOUT_STOCK

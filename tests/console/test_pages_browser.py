@@ -1,21 +1,15 @@
 """Billing, Access Keys, Spot Market and the quota form in Chromium, as a user reads them (#28)."""
 
-import re
 from decimal import Decimal
 
 import pytest
 
-from tests.console.test_browser import SHOTS, browser, element_shot, login, page, settle  # noqa: F401  (fixtures)
+from tests.console.test_browser import browser, element_shot, login, page, settle, shot  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def shot(page, name):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-
-
-def overflows(page, selector) -> bool:
+def overflows(page, selector) -> bool:  # noqa: F811
     """Whether the element is wider than its box shows (a table running past the page's edge)."""
     return page.evaluate(f"(() => {{ const e = document.querySelector({selector!r}); return e.scrollWidth > e.clientWidth; }})()")
 

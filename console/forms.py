@@ -6,7 +6,7 @@ jobs.services.create_job's, and its field errors are put back next to the inputs
 
 import re
 from datetime import timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from django import forms
 from django.forms import formset_factory
@@ -16,6 +16,7 @@ from datasets.services import visible_code_sources, visible_datasets
 from jobs.models import Accessibility, FaultTolerancePolicy, JobType, OversoldType, RunType, Source
 from jobs.services import DISPLAY_NAME_MAX, POD_RESOURCE_LIMITS
 from market.engine import PRICE_PLACES
+from market.units import from_hourly
 from quotas.models import Node, Quota, ResourceSpec, ResourceType
 from quotas.services import assignable_nodes, parent_choices, workspace_choices
 
@@ -269,7 +270,7 @@ class BidForm(forms.Form):
 
 def price_limit(per_hour: Decimal) -> Decimal:
     """A price per node-hour as the API's per node-minute SpotPriceLimit, rounded as prices are."""
-    return (per_hour / 60).quantize(PRICE_PLACES, rounding=ROUND_HALF_UP)
+    return from_hourly(per_hour, PRICE_PLACES)
 
 
 class RoleForm(BidForm):
@@ -411,3 +412,9 @@ class UsageRangeForm(forms.Form):
             days = (last - first).days + 1
             self.add_error("to", f"The range may span at most {self.MAX_DAYS} days; it spans {days}.")
         return data
+
+
+class BillingRangeForm(UsageRangeForm):
+    """Billing's range of bill days: as Usage's, but the last 30 days by default (bills are read by the month)."""
+
+    DEFAULT_DAYS = 30

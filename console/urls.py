@@ -27,6 +27,7 @@ console_patterns = [
     path("billing/export.csv", billing.billing_csv, name="billing-csv"),
     path("access-keys/", keys.key_list, name="access-keys"),
     path("access-keys/create/", keys.key_create, name="access-key-create"),
+    path("access-keys/created/", keys.key_created, name="access-key-created"),
     path("access-keys/<str:key_id>/disable/", keys.key_disable, name="access-key-disable"),
     path("access-keys/<str:key_id>/delete/", keys.key_delete, name="access-key-delete"),
 ]

@@ -11,6 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Mapping, TypedDict
 
 from market.engine import FLOOR, PRICE_PLACES, price_of
+from market.units import API_UNIT, hourly
 
 SPOT_WITH_PRICE_LIMIT = "SpotWithPriceLimit"
 ECS = "ECS"
@@ -65,7 +66,10 @@ def _price_limit_errors(value: Any, on_demand_price: Decimal) -> list[FieldError
     low, high = market_range(on_demand_price)
     price = as_decimal(value)
     if price is None or not low <= price <= high:
-        return [_error("SpotSpec.SpotPriceLimit", f"must be a price per node-minute within the market range {low} to {high}, got {shown(value)}")]
+        # Per hour as every page shows prices, then in the field's own unit for whoever wrote it.
+        got = hourly(price) if price is not None else shown(value)
+        return [_error("SpotSpec.SpotPriceLimit", f"must be within the market range {hourly(low)} to {hourly(high)}, got {got} "
+                                                  f"(SpotPriceLimit is {API_UNIT}, PAI's unit: {low} to {high}, got {shown(value)})")]
     return []
 
 

@@ -81,6 +81,12 @@ class ResourceSpec(models.Model):
     def memory_gib(self) -> int:
         return self.memory_mib // 1024
 
+    @property
+    def shape(self) -> str:
+        """What one node of this type offers, as the pages say it: "8 × NVIDIA V100 · 64 vCPUs · 256 GiB"."""
+        gpus = f"{self.gpu} × {self.gpu_type or 'GPU'}" if self.gpu else "no GPU"
+        return f"{gpus} · {self.cpu} vCPUs · {self.memory_mib / 1024:g} GiB"
+
 
 class QueueStrategy(models.TextChoices):
     STRICT_FIFO = "StrictFIFO", "Strict FIFO (blocks behind the head)"

@@ -27,9 +27,10 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
+from market.units import hourly
+
 from .decisions import OUTBID, PreemptionReason
 from .model import KIND_SPOT, LINGJUN, MarketState, PendingJob, RunningPod
-
 
 WITH_STOCK = "WithStock"
 CLOSED_WITH_STOCK = "ClosedWithStock"
@@ -105,7 +106,7 @@ def _outbid_reason(job_pods, markets, instance_type_of) -> PreemptionReason | No
         if pod.bid < price:
             which = ("average price over the last hour" if market.resource_type == LINGJUN
                      else "market price")
-            msg = (f"Outbid: bid {pod.bid} is below the {which} {price} "
+            msg = (f"Outbid: bid {hourly(pod.bid)} is below the {which} {hourly(price)} "
                    f"of {market.instance_type}")
             return PreemptionReason(OUTBID, msg, price=price, bid=pod.bid)
     return None
@@ -119,6 +120,6 @@ def bid_problem(job: PendingJob, markets: dict[str, MarketState]) -> tuple[str, 
         if market is None:
             return "market", f"no spot market for instance type {itype or '(none given)'}"
         if job.bid is None or job.bid < market.price:
-            return "bid", (f"bid {job.bid} is below the market price {market.price} "
+            return "bid", (f"bid {hourly(job.bid)} is below the market price {hourly(market.price)} "
                            f"of {itype}")
     return None

@@ -43,3 +43,24 @@ def spend_by_day(jobs, first: date, last: date) -> list[DaySpend]:
 def exact(total) -> Decimal:
     # SQLite sums decimals as floats: back to the bills' own 6 places.
     return Decimal(total or ZERO).quantize(PRICE_PLACES)
+
+
+@dataclass(frozen=True)
+class GroupSpend:
+    name: str  # "" for bills of jobs with no value there (a spot job has no quota)
+    minutes: int
+    amount: Decimal
+    on_demand_amount: Decimal
+
+    @property
+    def savings(self) -> Decimal:
+        return self.on_demand_amount - self.amount
+
+
+def spend_by(bills, field: str) -> list[GroupSpend]:
+    """`bills` (a DailyBill queryset) summed per value of `field` (a lookup such as job__user__username),
+    the largest amount first, then by name."""
+    rows = (bills.order_by().values(field)
+            .annotate(minutes=Sum("minutes"), amount=Sum("amount"), on_demand=Sum("on_demand_amount")))
+    groups = [GroupSpend(r[field] or "", r["minutes"] or 0, exact(r["amount"]), exact(r["on_demand"])) for r in rows]
+    return sorted(groups, key=lambda g: (-g.amount, g.name))

@@ -1,3 +1,6 @@
+import io
+import stat
+
 from django.core.management import call_command
 
 from apikit.models import AccessKey
@@ -21,13 +24,30 @@ def test_seeding_twice_changes_nothing(demo_cluster, capsys):
     assert Node.objects.count() == nodes
 
 
-def test_seed_prints_an_access_key_whose_secret_is_encrypted_at_rest(db, capsys):
-    call_command("seed_demo")
-    out = capsys.readouterr().out
-    secret = next(line.split("=", 1)[1] for line in out.splitlines() if line.startswith("ALIBABA_CLOUD_ACCESS_KEY_SECRET="))
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_seed_prints_an_access_key_to_a_terminal_whose_secret_is_encrypted_at_rest(db):
+    out = Terminal()
+    call_command("seed_demo", stdout=out)
+    secret = next(line.split("=", 1)[1] for line in out.getvalue().splitlines()
+                  if line.startswith("ALIBABA_CLOUD_ACCESS_KEY_SECRET="))
     key = AccessKey.objects.get()
     assert secret not in key.secret_encrypted
     assert key.secret == secret
+
+
+def test_seed_output_that_is_not_a_terminal_never_holds_the_secret_which_goes_to_a_private_file(db, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    out = io.StringIO()  # ./opendlc up > opendlc.log, or a process manager keeping the log
+    call_command("seed_demo", stdout=out)
+    key = AccessKey.objects.get()
+    assert key.secret not in out.getvalue() and key.access_key_id in out.getvalue()
+    env = tmp_path / "demo-access-key.env"
+    assert f"ALIBABA_CLOUD_ACCESS_KEY_SECRET={key.secret}" in env.read_text().splitlines()
+    assert stat.S_IMODE(env.stat().st_mode) == 0o600
 
 
 def test_the_admin_lists_the_seeded_quotas_and_nodes(client, alice):

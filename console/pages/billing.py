@@ -1,15 +1,22 @@
-"""Billing: the current workspace's daily bills with the payType tag, savings, totals, CSV."""
+"""Billing: the current workspace's daily bills of a range of days, with the payType tag, savings,
+totals, the breakdown by user and by quota, and the CSV of the same bills."""
 
 import csv
+from datetime import timezone as dt_timezone
 from decimal import Decimal
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Sum
 from django.http import HttpResponse
+from django.utils import timezone
 
+from console.forms import BillingRangeForm
 from console.pages.base import current_workspace, job_queryset, page
 from spot.models import DailyBill
+from spot.spend import spend_by
 
 PAGE_SIZE = 100
 # A cell a spreadsheet would read as a formula (OWASP's CSV injection list): a job's name is the
@@ -18,13 +25,19 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_HEADER = ["day", "job_id", "job_name", "instance_type", "tag", "minutes", "amount", "pay_as_you_go_amount", "savings"]
 
 
-def workspace_bills(request):
+def workspace_bills(request, form: BillingRangeForm):
+    """The bills of the current workspace's jobs the user may see, on the form's days (none when it is invalid)."""
     workspace = current_workspace(request)
-    if workspace is None:
+    if workspace is None or not form.is_valid():
         return workspace, DailyBill.objects.none()
     jobs = job_queryset(request.user).filter(workspace=workspace).values("pk")
-    bills = DailyBill.objects.filter(job__in=jobs).select_related("job", "spec").order_by("-day", "job__job_id", "spec__instance_type")
+    bills = (DailyBill.objects.filter(job__in=jobs, day__gte=form.cleaned_data["from"], day__lte=form.cleaned_data["to"])
+             .select_related("job", "spec").order_by("-day", "job__job_id", "spec__instance_type"))
     return workspace, bills
+
+
+def range_form(request) -> BillingRangeForm:
+    return BillingRangeForm(request.GET, today=timezone.now().astimezone(dt_timezone.utc).date())
 
 
 def totals(bills) -> dict:
@@ -35,16 +48,26 @@ def totals(bills) -> dict:
 
 @login_required
 def billing(request):
-    workspace, bills = workspace_bills(request)
+    form = range_form(request)
+    workspace, bills = workspace_bills(request, form)
     paged = Paginator(bills, PAGE_SIZE).get_page(request.GET.get("page"))
     by_type = bills.order_by().values("pay_type").annotate(amount=Sum("amount"), on_demand=Sum("on_demand_amount"))
-    context = {"page_obj": paged, "totals": totals(bills), "by_type": list(by_type), "workspace": workspace}
-    return page(request, "console/billing/list.html", context, nav="billing")
+    context = {
+        "form": form, "page_obj": paged, "totals": totals(bills), "by_type": list(by_type), "workspace": workspace,
+        "by_user": spend_by(bills, "job__user__username"), "by_quota": spend_by(bills, "job__quota__name"),
+        "range_query": urlencode({k: form.cleaned_data[k] for k in ("from", "to")}) if form.is_valid() else "",
+        "billing_minutes": max(1, settings.OPENDLC_BILLING_INTERVAL_S // 60),
+    }
+    return page(request, "console/billing/list.html", context, nav="billing", status=200 if form.is_valid() else 400)
 
 
 @login_required
 def billing_csv(request):
-    workspace, bills = workspace_bills(request)
+    form = range_form(request)
+    if not form.is_valid():
+        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        return HttpResponse(problems, status=400, content_type="text/plain; charset=utf-8")
+    workspace, bills = workspace_bills(request, form)
     name = workspace.name if workspace else "none"
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="opendlc-bills-{name}.csv"'

@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 
 from console.forms import BID_FIELDS, BY_DISCOUNT, BY_PRICE_LIMIT, NODE_AMOUNTS, BidForm, JobForm, RoleFormSet
 from console.pages.base import current_workspace, job_queryset, page
-from console.pages.market_data import advise, market_rows, with_hourly_range
+from console.pages.market_data import advise, market_rows
 from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
 from jobs.models import Accessibility, Source
@@ -210,8 +210,7 @@ def apply_service_errors(form, roles, errors: dict[str, str]) -> None:
             form.add_error("image", message)
         elif match and int(match[1]) < len(live_roles) and match[2] in ROLE_FIELDS:
             role_form = live_roles[int(match[1])]
-            role_form.add_error(ROLE_FIELDS[match[2]], with_hourly_range(message, role_form.cleaned_data.get("spec"))
-                                if match[2] == "spot_price_limit" else message)
+            role_form.add_error(ROLE_FIELDS[match[2]], message)
         elif key.startswith(("data_sources", "code_source")):
             form.add_error("datasets" if key.startswith("data_sources") else "code_source", message)
         elif key == "roles":

@@ -10,15 +10,19 @@ from django.shortcuts import get_object_or_404, render
 
 from console.forms import BidForm
 from console.pages.base import page
-from console.pages.market_data import RANGES, advise, history, market_rows, per_hour
+from console.pages.market_data import RANGES, STOCK_MEANINGS, advise, chart_price, history, market_rows
+from market.units import hourly
 from quotas.models import ResourceSpec
 
 
 @login_required
 def market(request):
-    rows = market_rows()
+    everything = market_rows()
+    # A type without an on-demand price (a local machine's) has no market: named apart, not listed at 0.
+    rows = [r for r in everything if r["on_demand"]]
+    unpriced = [r["spec"] for r in everything if not r["on_demand"]]
     chosen = request.GET.get("spec") or (rows[0]["spec"].instance_type if rows else None)
-    context = {"rows": rows}
+    context = {"rows": rows, "unpriced": unpriced, "stock_meanings": list(STOCK_MEANINGS.items())}
     status = 200
     if chosen:
         spec = get_object_or_404(ResourceSpec, instance_type=chosen)
@@ -67,10 +71,10 @@ def price_figure(spec, points, range_key, bid=None) -> dict:
     """A Plotly figure (as plain JSON data) of the market price per hour, held between ticks, and the
     bid (per node-minute) as a line when there is one."""
     times = [at.isoformat() for at, _ in points]
-    on_demand = per_hour(spec.on_demand_price_per_minute)
+    on_demand = chart_price(spec.on_demand_price_per_minute)
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=times, y=[per_hour(p) for _, p in points], name="Market price", mode="lines",
+        x=times, y=[chart_price(p) for _, p in points], name="Market price", mode="lines",
         line={"shape": "hv", "color": "#ff6a00", "width": 2}, hovertemplate="%{y:.4f} /h<extra>%{x}</extra>",
     ))
     if times:
@@ -80,7 +84,7 @@ def price_figure(spec, points, range_key, bid=None) -> dict:
         ))
     if times and bid is not None:
         fig.add_trace(go.Scatter(
-            x=[times[0], times[-1]], y=[per_hour(bid)] * 2, name=f"Your bid ({per_hour(bid):.4f} /h)", mode="lines",
+            x=[times[0], times[-1]], y=[chart_price(bid)] * 2, name=f"Your bid ({hourly(bid)})", mode="lines",
             line={"dash": "dash", "color": "#1f6feb", "width": 2},
         ))
     fig.update_layout(

@@ -1,7 +1,7 @@
 """Market figures the pages show, read in a fixed number of queries.
 
 Prices are stored per node-minute (ResourceSpec.on_demand_price_per_minute, PriceHistory.price);
-templates show them per hour with the `per_hour` filter.
+pages show them per hour (market.units, through the `per_hour` and `hourly` filters).
 """
 
 from dataclasses import dataclass
@@ -14,14 +14,22 @@ from django.utils import timezone
 
 from console.forms import BID_FIELDS, BidForm
 from jobs.services import SPOT_FIELDS
+from market import units
 from market.advisor import BidOutlook
 from market.bids import SPOT_WITH_PRICE_LIMIT, bid_price, market_range, validate_spot_bid
 from market.engine import spot_discount
 from quotas.models import Node, ResourceSpec
+from scheduler.spot import CLOSED_WITH_STOCK, WITH_STOCK, WITHOUT_STOCK
 from spot.market_state import bid_outlooks, current_markets
 from spot.models import PriceHistory
 
 RANGES = {"1d": 1, "3d": 3, "7d": 7}
+# SpotStockStatus for one more node, as scheduler/spot.py decides it, in a user's words.
+STOCK_MEANINGS = {
+    WITH_STOCK: "a spot node can start now: free nodes remain beyond the reserve kept for pay-as-you-go.",
+    CLOSED_WITH_STOCK: "nodes are free, but they are the reserve kept for pay-as-you-go (10% of the pool); spot bids wait.",
+    WITHOUT_STOCK: "no node is free; spot bids wait until one is, whatever their price.",
+}
 
 
 def public_specs():
@@ -38,11 +46,13 @@ def market_rows(now=None) -> list[dict]:
         low, high = market_range(spec.on_demand_price_per_minute)
         market = markets.get(spec.instance_type)
         price = market.price if market else None
+        discount = spot_discount(price, spec.on_demand_price_per_minute) if price is not None else None
+        stock = market.stock_status if market else ""
         rows.append({
             "spec": spec, "on_demand": spec.on_demand_price_per_minute, "price": price,
-            "average": market.avg_last_hour if market else None,
-            "discount": spot_discount(price, spec.on_demand_price_per_minute) if price is not None else None,
-            "stock_status": market.stock_status if market else "", "low": low, "high": high,
+            "average": market.avg_last_hour if market else None, "discount": discount,
+            "saving": None if discount is None else 1 - discount,
+            "stock_status": stock, "stock_meaning": STOCK_MEANINGS.get(stock, ""), "low": low, "high": high,
         })
     return rows
 
@@ -58,21 +68,9 @@ def history(spec: ResourceSpec, days: int, now=None) -> list[tuple]:
     return points
 
 
-def per_hour(price: Decimal) -> float:
-    return float(price * 60)
-
-
-def with_hourly_range(message: str, spec: ResourceSpec | None) -> str:
-    """A price-limit refusal (its figures per node-minute, the API's unit) next to an input per
-    node-hour: the market range per node-hour too."""
-    if spec is None:
-        return message
-    low, high = market_range(spec.on_demand_price_per_minute)
-    return f"{message} (per node-hour: {per_hour_text(low)} to {per_hour_text(high)})"
-
-
-def per_hour_text(price: Decimal) -> str:
-    return f"{price * 60:.4f}"
+def chart_price(price_per_minute: Decimal) -> float:
+    """A price as the History Price chart plots it: per hour (market.units), as a float for Plotly."""
+    return float(units.per_hour(price_per_minute))
 
 
 @dataclass(frozen=True)
@@ -109,8 +107,7 @@ def advise(spec: ResourceSpec, form: BidForm, now=None) -> Advice:
     for problem in validate_spot_bid(spot_spec, resource_type=spec.resource_type, on_demand_price=on_demand):
         if problem["field"].startswith("SpotSpec"):  # a VPC is the job's business, not the bid's
             field = BID_FIELDS[SPOT_FIELDS[problem["field"]]]
-            message = with_hourly_range(problem["message"], spec) if field == "bid_price_limit" else problem["message"]
-            form.add_error(field, message)
+            form.add_error(field, problem["message"])
     if form.errors:
         return Advice(spec, form)
     bid = bid_price(on_demand, discount=limits["spot_discount_limit"], price_limit=limits["spot_price_limit"])

@@ -10,15 +10,24 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from market import units
+
 register = template.Library()
 
 
 @register.filter
 def per_hour(price_per_minute) -> str:
-    """A stored per-minute price shown per hour (x60), 4 decimals."""
+    """A stored per-minute price as the number per hour every page shows (market.units), for a cell
+    whose column says "/h"; "–" when there is none."""
     if price_per_minute in (None, ""):
         return "–"
-    return f"{(Decimal(price_per_minute) * 60).quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
+    return str(units.per_hour(Decimal(price_per_minute)))
+
+
+@register.filter
+def hourly(price_per_minute) -> str:
+    """A stored per-minute price with its unit, "0.4950 /h", for prose and figures standing alone."""
+    return units.hourly(None if price_per_minute in (None, "") else Decimal(price_per_minute))
 
 
 @register.filter

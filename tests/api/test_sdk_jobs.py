@@ -99,6 +99,15 @@ def test_a_refused_bid_is_shown_as_the_user_wrote_it(alice_dlc):
         assert "Decimal" not in error.message
 
 
+def test_a_refused_price_limit_names_its_unit_and_shows_the_range_per_hour_as_the_pages_do(alice_dlc):
+    error = rejected(lambda: create(alice_dlc, JobSpecs=[{
+        "Type": "Worker", "Image": "pytorch:2", "PodCount": 1, "EcsSpec": "ecs.g7.xlarge",
+        "SpotSpec": {"SpotStrategy": "SpotWithPriceLimit", "SpotPriceLimit": 0.02},
+    }]))
+    assert "within the market range 0.0990 /h to 0.9900 /h, got 1.2000 /h" in error.message
+    assert "SpotPriceLimit is per node-minute, PAI's unit: 0.001650 to 0.016500, got 0.02" in error.message
+
+
 def test_an_image_that_is_not_a_reference_and_credentials_without_a_password_are_refused_by_name(alice_dlc):
     error = rejected(lambda: create(alice_dlc, JobSpecs=[{
         "Type": "Worker", "Image": "pytorch:2;rm -rf /", "PodCount": 1, "EcsSpec": "ecs.g7.xlarge",

@@ -88,10 +88,10 @@ def prices(instance_type, per_minute, minutes_ago):
 def test_the_spot_market_shows_prices_per_hour_discount_and_stock(bob_client):
     prices("ecs.g7.xlarge", ["0.008250", "0.004950"], [10, 0])  # on-demand 0.0165/min
     html = bob_client.get("/spot/").content.decode()
-    row = re.search(r'<td class="mono">ecs.g7.xlarge</td>.*?</tr>', html, re.S)[0]
+    row = re.search(r'<tr data-instance-type="ecs.g7.xlarge".*?</tr>', html, re.S)[0]
     assert "0.9900" in row  # on-demand per hour
     assert "0.2970" in row  # the current market price per hour
-    assert "30%" in row and "WithStock" in row
+    assert "30%" in row and "saves 70%" in row and "WithStock" in row
 
 
 def test_the_history_price_chart_partial_holds_a_plotly_figure_for_the_range(bob_client):
@@ -113,6 +113,9 @@ def test_htmx_and_plotly_come_from_our_own_static_files(bob_client):
     assert "cdn" not in html.lower() and "https://" not in html
 
 
+DECEMBER = "?from=2026-12-01&to=2026-12-31"
+
+
 def bill(job, day, pay_type, amount, on_demand):
     return DailyBill.objects.create(job=job, spec=job.specs.get().spec, day=day, pay_type=pay_type, minutes=60,
                                     amount=Decimal(amount), on_demand_amount=Decimal(on_demand))
@@ -123,7 +126,7 @@ def test_billing_shows_the_workspaces_bills_with_tags_savings_and_totals(bob_cli
     bill(job, date(2026, 12, 1), "spot", "1.20", "4.00")
     other = quota_job(alice, "vision", quota="cv-team", workspace="vision-lab")
     bill(other, date(2026, 12, 1), "postpaid", "9.00", "9.00")
-    html = bob_client.get("/billing/").content.decode()
+    html = bob_client.get("/billing/" + DECEMBER).content.decode()
     assert "acs:pai:dlc:payType=spot" in html and "cheap" in html and "vision" not in html
     assert "2.80" in html  # savings
 
@@ -132,7 +135,7 @@ def test_the_csv_export_is_a_real_csv_download_of_the_workspaces_bills(bob_clien
     job = spot_job(alice, "cheap")
     bill(job, date(2026, 12, 1), "spot", "1.200000", "4.000000")
     bill(job, date(2026, 12, 2), "spot", "0.500000", "2.000000")
-    response = bob_client.get("/billing/export.csv")
+    response = bob_client.get("/billing/export.csv" + DECEMBER)
     assert response["Content-Type"].startswith("text/csv")
     assert 'attachment; filename="opendlc-bills-ml-research.csv"' == response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode())))
@@ -146,21 +149,38 @@ def test_a_job_name_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(bob
     job = spot_job(alice, "cheap")
     Job.objects.filter(pk=job.pk).update(display_name=name)
     bill(job, date(2026, 12, 1), "spot", "1.200000", "4.000000")
-    rows = list(csv.reader(io.StringIO(bob_client.get("/billing/export.csv").content.decode())))
+    rows = list(csv.reader(io.StringIO(bob_client.get("/billing/export.csv" + DECEMBER).content.decode())))
     assert rows[1][2] == "'" + name and rows[1][8] == "2.800000"  # numbers stay numbers
 
 
 def test_charlie_exports_an_empty_csv(charlie_client, alice):
     bill(spot_job(alice, "cheap"), date(2026, 12, 1), "spot", "1.2", "4")
-    assert len(charlie_client.get("/billing/export.csv").content.decode().splitlines()) == 1
+    assert len(charlie_client.get("/billing/export.csv" + DECEMBER).content.decode().splitlines()) == 1
 
 
 def test_an_access_key_secret_is_shown_once(bob_client, bob):
-    created = bob_client.post("/access-keys/create/").content.decode()
+    created = bob_client.post("/access-keys/create/", follow=True).content.decode()
     key = AccessKey.objects.get(user=bob)
     assert key.secret in created and key.access_key_id in created
     listing = bob_client.get("/access-keys/").content.decode()
     assert key.access_key_id in listing and key.secret not in listing
+
+
+def test_creating_a_key_redirects_so_a_reload_creates_none_and_shows_the_secret_no_more(bob_client, bob):
+    response = bob_client.post("/access-keys/create/")
+    assert (response.status_code, response["Location"]) == (302, "/access-keys/created/")
+    first = bob_client.get("/access-keys/created/")
+    key = AccessKey.objects.get(user=bob)
+    assert key.secret in first.content.decode() and first["Cache-Control"] == "no-store"
+    reload = bob_client.get("/access-keys/created/", follow=True).content.decode()
+    assert AccessKey.objects.filter(user=bob).count() == 1
+    assert key.secret not in reload and "shown only once" in reload
+
+
+def test_the_export_block_names_the_workspace_the_console_is_in(bob_client, bob):
+    html = bob_client.post("/access-keys/create/", follow=True).content.decode()
+    research = bob.memberships.get(workspace__name="ml-research").workspace_id
+    assert f"export OPENDLC_WORKSPACE_ID={research}" in html
 
 
 def test_keys_are_disabled_and_deleted_only_by_their_owner(bob_client, charlie, client, bob):

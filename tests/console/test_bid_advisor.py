@@ -113,7 +113,7 @@ def test_the_create_job_form_shows_the_advice_when_a_spot_row_is_refreshed(alice
 
 @pytest.mark.parametrize("query, field, expected", [
     ({"bid_kind": "price_limit", "bid_price_limit": "5"}, "bid_price_limit",
-     "market range 0.001650 to 0.016500, got 0.083333 (per node-hour: 0.0990 to 0.9900)"),
+     "market range 0.0990 /h to 0.9900 /h, got 5.0000 /h"),
     ({"bid_kind": "price_limit", "bid_price_limit": "cheap"}, "bid_price_limit", "must be a price per node-hour"),
     ({"bid_kind": "discount", "bid_discount": "0.95"}, "bid_discount", "0.95 is not allowed"),
 ])

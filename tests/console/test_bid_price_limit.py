@@ -24,7 +24,7 @@ def test_a_spot_job_bids_by_price_limit_per_hour(alice_client):
 def test_a_price_limit_above_on_demand_is_refused_next_to_its_input(alice_client):
     response = alice_client.post("/jobs/create/", spot_data(**{"roles-0-bid_kind": "price_limit", "roles-0-bid_price_limit": "1.2"}))
     message = field_error(response.content.decode(), "id_roles-0-bid_price_limit")
-    assert "market range 0.001650 to 0.016500, got 0.020000 (per node-hour: 0.0990 to 0.9900)" in message
+    assert "within the market range 0.0990 /h to 0.9900 /h, got 1.2000 /h" in message
     assert not Job.objects.exists()
 
 

@@ -1,5 +1,7 @@
 """Rule 7: spot jobs bid for the public pool; pay-as-you-go takes inventory first."""
 
+from decimal import Decimal
+
 import pytest
 
 from scheduler import LINGJUN, plan
@@ -27,7 +29,7 @@ def test_it_rejects_a_bid_below_the_market_price():
                       markets=[market("0.80")]), NOW)
     w = d.wait_reason("a")
     assert (w.status, w.code, w.queue) == ("Bidding", BID_BELOW_PRICE, "spot:ecs.gn7-8xA100")
-    assert w.message == "bid 0.50 is below the market price 0.80 of ecs.gn7-8xA100"
+    assert w.message == "bid 30.0000 /h is below the market price 48.0000 /h of ecs.gn7-8xA100"
 
 
 def test_a_spot_job_without_stock_keeps_bidding():
@@ -72,7 +74,7 @@ def test_it_releases_an_outbid_spot_pod(resource_type, price, avg, bid, released
     if released:
         reason = d.preemptions[0].reason
         assert (reason.code, str(reason.bid)) == (OUTBID, bid)
-        assert reason.message.startswith(f"Outbid: bid {bid} is below the ")
+        assert reason.message.startswith(f"Outbid: bid {Decimal(bid) * 60:.4f} /h is below the ")
 
 
 def test_it_releases_every_pod_of_an_outbid_job_together():

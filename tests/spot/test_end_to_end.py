@@ -81,7 +81,7 @@ def test_a_spot_job_bids_runs_when_the_price_falls_is_released_when_it_rises_and
     cycle(at(10, 0))
     job.refresh_from_db()
     assert job.status == JobStatus.BIDDING
-    assert "bid 0.044100 is below the market price 0.060000" in job.wait_reason
+    assert "bid 2.6460 /h is below the market price 3.6000 /h" in job.wait_reason
 
     price_row(at(10, 5), "0.030000")  # the price falls below the bid
     cycle(at(10, 5))

@@ -1,0 +1,216 @@
+"""Webhooks: a workspace's subscription gets a signed JSON body for the job events it chose, retried
+with backoff on transient errors; loopback URLs are refused unless an admin allows them."""
+
+import socket
+import time
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from jobs.states import JobStatus
+from notify import addresses, services, signing
+from notify.models import Delivery, DeliveryStatus
+from quotas.models import Workspace
+from tests.notify.conftest import move, run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def research(demo_cluster):
+    return Workspace.objects.get(name="ml-research")
+
+
+@pytest.fixture
+def allow_private(settings):
+    """The admin override: the test receiver listens on loopback."""
+    settings.OPENDLC_WEBHOOK_ALLOW_PRIVATE = True
+
+
+def subscribe(alice, research, receiver, events=("Running", "Succeeded", "Failed")):
+    return services.create_subscription(alice, research, channel="webhook", target=receiver.url, chosen=list(events))
+
+
+def test_the_receiver_gets_a_signed_body_that_verifies(alice, research, job, receiver, allow_private, eager_celery,
+                                                        django_capture_on_commit_callbacks):
+    subscription, secret = subscribe(alice, research, receiver)
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    (got,) = receiver.received
+    assert signing.verify(secret, got.body, got.headers["OpenDLC-Signature"], now=int(time.time()))
+    assert got.json["event"] == "Running" and got.headers["OpenDLC-Event"] == "Running"
+    assert got.json["job"]["job_id"] == job.job_id and got.json["job"]["display_name"] == "bert-finetune"
+    assert got.json["workspace"]["name"] == "ml-research"
+    assert secret.startswith("whsec_") and secret not in subscription.secret_encrypted
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.response_code) == (DeliveryStatus.SUCCEEDED, 1, 200)
+    assert got.headers["OpenDLC-Delivery"] == delivery.uid == got.json["id"]
+
+
+def test_a_body_changed_in_transit_does_not_verify(alice, research, job, receiver, allow_private, eager_celery,
+                                                   django_capture_on_commit_callbacks):
+    _, secret = subscribe(alice, research, receiver)
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    (got,) = receiver.received
+    tampered = got.body.replace("Running", "Succeeded")
+    assert not signing.verify(secret, tampered, got.headers["OpenDLC-Signature"], now=int(time.time()))
+    assert not signing.verify(secret, got.body, got.headers["OpenDLC-Signature"], now=int(time.time()) + 3600)
+
+
+def test_a_500_is_retried_until_the_receiver_takes_it(alice, research, job, receiver, allow_private, eager_celery,
+                                                      django_capture_on_commit_callbacks):
+    subscribe(alice, research, receiver)
+    receiver.codes = [500, 503]
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    assert len(receiver.received) == 3
+    assert len({r.headers["OpenDLC-Delivery"] for r in receiver.received}) == 1  # one delivery, three attempts
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.response_code) == (DeliveryStatus.SUCCEEDED, 3, 200)
+
+
+def test_a_delivery_gives_up_after_the_most_attempts(alice, research, job, receiver, allow_private, eager_celery,
+                                                     settings, django_capture_on_commit_callbacks):
+    settings.OPENDLC_WEBHOOK_MAX_ATTEMPTS = 3
+    subscribe(alice, research, receiver)
+    receiver.codes = [500] * 10
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    delivery = Delivery.objects.get()
+    assert len(receiver.received) == 3
+    assert (delivery.status, delivery.attempts, delivery.response_code) == (DeliveryStatus.FAILED, 3, 500)
+    assert "HTTP 500" in delivery.last_error
+
+
+def test_a_404_is_not_retried(alice, research, job, receiver, allow_private, eager_celery,
+                              django_capture_on_commit_callbacks):
+    subscribe(alice, research, receiver)
+    receiver.codes = [404]
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    delivery = Delivery.objects.get()
+    assert len(receiver.received) == 1 and (delivery.status, delivery.attempts) == (DeliveryStatus.FAILED, 1)
+
+
+def test_a_redirect_is_not_followed(alice, research, job, receiver, allow_private, eager_celery,
+                                    django_capture_on_commit_callbacks):
+    subscribe(alice, research, receiver)
+    receiver.codes = [302]
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    delivery = Delivery.objects.get()
+    assert len(receiver.received) == 1 and delivery.status == DeliveryStatus.FAILED
+    assert "not followed" in delivery.last_error
+
+
+def test_only_the_events_a_subscription_chose_are_sent(alice, research, job, receiver, allow_private, eager_celery,
+                                                       django_capture_on_commit_callbacks):
+    subscribe(alice, research, receiver, events=["Succeeded"])
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+        move(job, JobStatus.SUCCEEDED)
+    assert [r.json["event"] for r in receiver.received] == ["Succeeded"]
+
+
+def test_a_preempted_job_that_fails_is_a_preempted_event_and_a_failed_one(alice, research, job, receiver,
+                                                                         allow_private, eager_celery,
+                                                                         django_capture_on_commit_callbacks):
+    subscribe(alice, research, receiver, events=["Failed", "Preempted"])
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+        move(job, JobStatus.FAILED, reason="Preempted")
+    (got,) = receiver.received
+    assert got.json["event"] == "Preempted" and got.json["events"] == ["Preempted", "Failed"]
+
+
+def test_a_rolled_back_change_sends_nothing(alice, research, job, receiver, allow_private, eager_celery,
+                                            django_capture_on_commit_callbacks):
+    subscribe(alice, research, receiver)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        try:
+            from django.db import transaction
+            with transaction.atomic():
+                run(job)
+                raise RuntimeError("rolled back")
+        except RuntimeError:
+            pass
+    assert callbacks == [] and receiver.received == [] and not Delivery.objects.exists()
+
+
+def test_another_workspaces_subscription_hears_nothing(alice, job, receiver, allow_private, eager_celery,
+                                                       django_capture_on_commit_callbacks):
+    vision = Workspace.objects.get(name="vision-lab")
+    subscribe(alice, vision, receiver)
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    assert receiver.received == []
+
+
+# ---- where a webhook may point -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/hook", "http://localhost/hook", "http://[::1]/hook",
+                                 "http://169.254.169.254/latest/meta-data/", "http://0.0.0.0/hook",
+                                 "http://[::ffff:127.0.0.1]/hook", "http://testserver/hook"])
+def test_a_url_at_loopback_link_local_or_this_server_is_refused(alice, research, url):
+    with pytest.raises(services.NotifyRefused) as refused:
+        services.create_subscription(alice, research, channel="webhook", target=url, chosen=["Failed"])
+    assert "url" in refused.value.errors
+
+
+def test_the_admin_setting_allows_a_loopback_url(alice, research, receiver, allow_private):
+    subscription, _ = subscribe(alice, research, receiver)
+    assert subscription.url == receiver.url
+
+
+def test_only_staff_may_allow_private_addresses_on_one_subscription(alice, bob_admin, research, receiver):
+    with pytest.raises(PermissionDenied):
+        services.create_subscription(bob_admin, research, channel="webhook", target=receiver.url,
+                                     chosen=["Failed"], allow_private=True)
+    assert alice.is_staff
+    subscription, _ = services.create_subscription(alice, research, channel="webhook", target=receiver.url,
+                                                   chosen=["Failed"], allow_private=True)
+    assert subscription.allow_private
+
+
+def test_a_name_that_resolves_to_loopback_by_delivery_time_is_refused_then(alice, research, job, receiver,
+                                                                          monkeypatch, eager_celery,
+                                                                          django_capture_on_commit_callbacks):
+    real = socket.getaddrinfo
+    public = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 80))]
+    monkeypatch.setattr(addresses.socket, "getaddrinfo",
+                        lambda host, *a, **kw: public if host == "hooks.example.com" else real(host, *a, **kw))
+    services.create_subscription(alice, research, channel="webhook", target="http://hooks.example.com/x",
+                                 chosen=["Running"])
+    rebound = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80))]
+    monkeypatch.setattr(addresses.socket, "getaddrinfo",
+                        lambda host, *a, **kw: rebound if host == "hooks.example.com" else real(host, *a, **kw))
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    delivery = Delivery.objects.get()
+    assert delivery.status == DeliveryStatus.FAILED and "127.0.0.1" in delivery.last_error
+
+
+def test_a_delivery_connects_to_the_address_it_checked(alice, research, job, receiver, allow_private, monkeypatch,
+                                                       eager_celery, django_capture_on_commit_callbacks):
+    """The name is resolved once, checked, and that address is called with the name in Host."""
+    port = int(receiver.url.split(":")[2].split("/")[0])
+    answers = [[(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]]
+    real = socket.getaddrinfo
+    monkeypatch.setattr(addresses.socket, "getaddrinfo",
+                        lambda host, *a, **kw: answers[0] if host == "hooks.example.com" else real(host, *a, **kw))
+    services.create_subscription(alice, research, channel="webhook", target=f"http://hooks.example.com:{port}/x",
+                                 chosen=["Running"])
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    (got,) = receiver.received
+    assert got.headers["Host"] == f"hooks.example.com:{port}"
+
+
+def test_bad_input_names_the_field(alice, research):
+    with pytest.raises(services.NotifyRefused) as refused:
+        services.create_subscription(alice, research, channel="webhook", target="ftp://example.com/x",
+                                     chosen=["Exploded"])
+    assert set(refused.value.errors) == {"url", "events"}
+    assert "Running" in refused.value.errors["events"] and "http" in refused.value.errors["url"]

@@ -12,11 +12,12 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.core.validators import EmailValidator, ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apikit import crypto
 from jobs.history import Transition
-from jobs.services import ADMIN_ROLES
+from jobs.services import ADMIN_ROLES, visible_jobs
 from notify import addresses, events, signing, tasks
 from notify.models import TEST_EVENT, Channel, Delivery, Event, Subscription
 from quotas.models import Membership, Workspace
@@ -58,8 +59,13 @@ def subscriptions(user, workspace: Workspace):
 
 
 def deliveries(user, workspace: Workspace, limit: int = 50) -> list[Delivery]:
+    """The newest deliveries of the workspace; a member who does not manage it sees those about the
+    jobs they may see (visible_jobs: not others' PRIVATE jobs) and the test events."""
     _require_member(user, workspace)
-    return list(Delivery.objects.filter(subscription__workspace=workspace).select_related("subscription")[:limit])
+    found = Delivery.objects.filter(subscription__workspace=workspace).select_related("subscription")
+    if not can_manage(user, workspace):
+        found = found.filter(Q(job_id="") | Q(job_id__in=visible_jobs(user).values("job_id")))
+    return list(found[:limit])
 
 
 def create_subscription(user, workspace: Workspace, *, channel: str, target: str, chosen: list[str],
@@ -111,9 +117,10 @@ def _is_email(text: str) -> bool:
     return True
 
 
-def delete_subscription(user, workspace: Workspace, pk: int) -> None:
+def delete_subscription(user, workspace: Workspace, pk: int) -> bool:
+    """False when the workspace has no such subscription (another workspace's is not there either)."""
     _require_manage(user, workspace)
-    Subscription.objects.filter(workspace=workspace, pk=pk).delete()
+    return Subscription.objects.filter(workspace=workspace, pk=pk).delete()[0] > 0
 
 
 def send_test(user, workspace: Workspace, pk: int) -> Delivery | None:

@@ -278,6 +278,7 @@ CELERY_BEAT_SCHEDULE = {
     "detect-hangs": _every("jobs.tasks.detect_hangs", OPENDLC_HANG_CHECK_INTERVAL_S),
     "spot-market-tick": _every("spot.tasks.market_tick", OPENDLC_MARKET_TICK_S),
     "spot-bill-today": _every("spot.tasks.bill_today", OPENDLC_BILLING_INTERVAL_S),
+    "notify-redeliver": _every("notify.redeliver", 60),  # deliveries whose message was lost
     "spot-close-yesterday": {
         "task": "spot.tasks.close_yesterday",
         "schedule": crontab(hour=0, minute=10),

@@ -1,9 +1,13 @@
-"""One attempt at a delivery, and its outcome in the delivery log."""
+"""One attempt at a delivery, its outcome in the delivery log, and when the next one is due.
+
+A delivery is due at next_attempt_at (its creation, then each backoff); notify.tasks.deliver sends
+it then, and notify.tasks.redeliver sends again the due ones whose message was lost."""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import random
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import F
@@ -14,27 +18,57 @@ from notify.models import Channel, Delivery, DeliveryStatus
 
 log = logging.getLogger(__name__)
 
+ACTIVE = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+BACKOFF_BASE_S, BACKOFF_MAX_S = 30, 3600
+LEASE_S = 60  # an attempt in progress holds its delivery this long (the HTTP timeouts are shorter)
+EARLY_S = 2  # a countdown may fire this much early (clocks of two hosts)
+OVERDUE_S = 300
 
-def attempt(delivery_pk: int, now: datetime | None = None) -> None:
-    """Send a delivery once and record the outcome. Raises sender.Transient when another attempt
-    is due (the task retries it with backoff); after OPENDLC_WEBHOOK_MAX_ATTEMPTS it is Failed."""
-    delivery = Delivery.objects.select_related("subscription").filter(pk=delivery_pk).first()
-    if delivery is None or delivery.status in (DeliveryStatus.SUCCEEDED, DeliveryStatus.FAILED):
-        return  # deleted with its subscription, or a duplicate message of a finished one
+
+def attempt(delivery_pk: int, now: datetime | None = None) -> float | None:
+    """Send a delivery once if it is due, and record the outcome. Returns the seconds to wait
+    before the next attempt when a transient error calls for one, else None; after
+    OPENDLC_WEBHOOK_MAX_ATTEMPTS attempts the delivery is Failed."""
     now = now or timezone.now()
-    Delivery.objects.filter(pk=delivery.pk).update(attempts=F("attempts") + 1, last_attempt_at=now)
-    delivery.attempts += 1
+    # The attempt is claimed with a conditional update: a second message for the delivery (the
+    # broker redelivers a countdown message it has held past its visibility timeout; the reconcile
+    # task re-sends a lost one) finds it not due, or already done, and sends nothing.
+    claimed = Delivery.objects.filter(pk=delivery_pk, status__in=ACTIVE,
+                                      next_attempt_at__lte=now + timedelta(seconds=EARLY_S)).update(
+        attempts=F("attempts") + 1, last_attempt_at=now, next_attempt_at=now + timedelta(seconds=LEASE_S))
+    if not claimed:
+        return None
+    delivery = Delivery.objects.select_related("subscription").get(pk=delivery_pk)
     try:
         sent = _send(delivery)
     except sender.Transient as e:
-        last = delivery.attempts >= settings.OPENDLC_WEBHOOK_MAX_ATTEMPTS
-        _record(delivery, DeliveryStatus.FAILED if last else DeliveryStatus.RETRYING, e.code, str(e))
-        if not last:
-            raise
+        if delivery.attempts >= settings.OPENDLC_WEBHOOK_MAX_ATTEMPTS:
+            _record(delivery, DeliveryStatus.FAILED, e.code, str(e))
+            return None
+        wait = backoff(delivery.attempts)
+        _record(delivery, DeliveryStatus.RETRYING, e.code, str(e), next_attempt_at=now + timedelta(seconds=wait))
+        return wait
     except sender.Permanent as e:
         _record(delivery, DeliveryStatus.FAILED, e.code, str(e))
     else:
         _record(delivery, DeliveryStatus.SUCCEEDED, sent.code, "", delivered_at=now)
+    return None
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before attempt `attempts + 1`: doubling from BACKOFF_BASE_S up to BACKOFF_MAX_S, each
+    drawn from its upper half (jitter), so that the receivers of one outage are not all called again
+    in the same second."""
+    ceiling = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempts - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def overdue(now: datetime | None = None) -> list[int]:
+    """Deliveries due for more than OVERDUE_S whose message was lost (a worker killed mid-attempt,
+    a broker restarted without its data): the reconcile task sends them again."""
+    now = now or timezone.now()
+    late = now - timedelta(seconds=OVERDUE_S)
+    return list(Delivery.objects.filter(status__in=ACTIVE, next_attempt_at__lt=late).values_list("pk", flat=True)[:1000])
 
 
 def _send(delivery: Delivery) -> sender.Sent:
@@ -59,9 +93,9 @@ def _email_text(delivery: Delivery) -> tuple[str, str]:
     return subject, text
 
 
-def _record(delivery: Delivery, status: str, code: int | None, error: str, delivered_at=None) -> None:
+def _record(delivery: Delivery, status: str, code: int | None, error: str, **fields) -> None:
     Delivery.objects.filter(pk=delivery.pk).update(status=status, response_code=code, last_error=error[:2000],
-                                                   delivered_at=delivered_at)
+                                                   **fields)
     if status == DeliveryStatus.FAILED:
         log.warning("notification %s to subscription %s failed after %d attempt(s): %s", delivery.uid,
                     delivery.subscription_id, delivery.attempts, error)

@@ -78,11 +78,17 @@ class Delivery(models.Model):
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(default=timezone.now, help_text="When the next attempt is due")
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["subscription", "-created_at"])]
+        indexes = [
+            models.Index(fields=["subscription", "-created_at"]),
+            # The reconcile task's scan: the few deliveries still under way among all ever sent.
+            models.Index(fields=["next_attempt_at"], condition=models.Q(status__in=["Pending", "Retrying"]),
+                         name="delivery_under_way"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.event} {self.job_id} -> {self.subscription_id}: {self.status}"

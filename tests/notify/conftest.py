@@ -12,6 +12,7 @@ import pytest
 from console.celery import app
 from jobs import dispatch, history
 from jobs.states import JobStatus
+from notify import delivery
 from tests.console.conftest import quota_job
 
 
@@ -23,7 +24,9 @@ def quiet(monkeypatch, settings):
 
 
 @pytest.fixture
-def eager_celery():
+def eager_celery(monkeypatch):
+    """Tasks run in the caller; a retry at once, so its backoff is 0 (test_backoff covers it)."""
+    monkeypatch.setattr(delivery, "BACKOFF_BASE_S", 0)
     before = app.conf.task_always_eager
     app.conf.task_always_eager = True
     yield

@@ -30,8 +30,8 @@ console_patterns = [
     path("access-keys/<str:key_id>/disable/", keys.key_disable, name="access-key-disable"),
     path("access-keys/<str:key_id>/delete/", keys.key_delete, name="access-key-delete"),
     path("notifications/", notifications.notifications, name="notifications"),
-    path("notifications/<int:pk>/delete/", notifications.notification_delete, name="notification-delete"),
-    path("notifications/<int:pk>/test/", notifications.notification_test, name="notification-test"),
+    path("notifications/<str:pk>/delete/", notifications.notification_delete, name="notification-delete"),
+    path("notifications/<str:pk>/test/", notifications.notification_test, name="notification-test"),
 ]
 
 urlpatterns = [

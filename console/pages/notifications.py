@@ -68,10 +68,16 @@ def notifications(request):
                 status=400 if form.errors else 200)
 
 
+def _pk(text: str) -> int:
+    if not text.isdigit():
+        raise Http404("No such subscription in this workspace.")
+    return int(text)
+
+
 @login_required
 @require_POST
 def notification_delete(request, pk):
-    if not services.delete_subscription(request.user, _workspace(request), pk):
+    if not services.delete_subscription(request.user, _workspace(request), _pk(pk)):
         raise Http404("No such subscription in this workspace.")
     messages.success(request, "Subscription deleted; its delivery log went with it.")
     return redirect("console:notifications")
@@ -80,7 +86,7 @@ def notification_delete(request, pk):
 @login_required
 @require_POST
 def notification_test(request, pk):
-    delivery = services.send_test(request.user, _workspace(request), pk)
+    delivery = services.send_test(request.user, _workspace(request), _pk(pk))
     if delivery is None:
         raise Http404("No such subscription in this workspace.")
     messages.success(request, f"Test event queued ({delivery.uid}); its outcome shows in the delivery log.")

@@ -153,7 +153,7 @@ def on_transitions(sender, *, transitions: list[Transition], **_kwargs) -> None:
             wanted.setdefault(t.job.pk, []).append((t, found))
     if not wanted:
         return
-    rows = Subscription.objects.filter(workspace__jobs__in=list(wanted)).values_list(
+    rows = Subscription.objects.filter(workspace__jobs__in=list(wanted)).order_by().values_list(
         "pk", "events", "workspace_id", "workspace__name", "workspace__jobs", "workspace__jobs__job_id",
         "workspace__jobs__display_name")
     now, new = timezone.now(), []

@@ -63,6 +63,13 @@ def test_alice_sends_a_test_event_and_sees_it_in_the_log(alice_client, mailbox, 
     assert "Test" in page and "Succeeded" in page
 
 
+def test_the_delivery_log_polls_only_while_a_delivery_is_under_way(alice_client, mailbox):
+    assert b'id="delivery-log" hx-get' not in alice_client.get("/notifications/").content
+    services.send_test(mailbox.created_by, mailbox.workspace, mailbox.pk)  # queued, never sent here
+    partial = alice_client.get("/notifications/", headers={"HX-Request": "true"}).content.decode()
+    assert partial.lstrip().startswith('<tbody id="delivery-log" hx-get') and "Pending" in partial
+
+
 def test_alice_deletes_a_subscription(alice_client, mailbox):
     assert alice_client.post(f"/notifications/{mailbox.pk}/delete/").status_code == 302
     assert not Subscription.objects.exists()

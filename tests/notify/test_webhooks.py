@@ -214,3 +214,76 @@ def test_bad_input_names_the_field(alice, research):
                                      chosen=["Exploded"])
     assert set(refused.value.errors) == {"url", "events"}
     assert "Running" in refused.value.errors["events"] and "http" in refused.value.errors["url"]
+
+
+def tls_receiver(name: str):
+    """An HTTPS receiver on loopback whose self-signed certificate names `name`; (server, its
+    certificate file, the server names clients sent (SNI))."""
+    import datetime
+    import ssl
+    import tempfile
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    folder = tempfile.mkdtemp()
+    cert_file, key_file = f"{folder}/cert.pem", f"{folder}/key.pem"
+    with open(cert_file, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_file, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server, names = ThreadingHTTPServer(("127.0.0.1", 0), Handler), []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    context.sni_callback = lambda sock, server_name, ctx: names.append(server_name)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, cert_file, names
+
+
+@pytest.mark.parametrize(("certificate_for", "delivered"), [("hooks.example.com", True), ("other.example.com", False)])
+def test_an_https_webhook_sent_to_the_checked_address_still_checks_the_certificate_against_its_host(
+        alice, research, job, allow_private, monkeypatch, eager_celery, django_capture_on_commit_callbacks,
+        certificate_for, delivered):
+    import requests
+
+    server, cert_file, names = tls_receiver(certificate_for)
+    real_getaddrinfo, real_post = socket.getaddrinfo, requests.Session.post
+    loopback = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", server.server_port))]
+    monkeypatch.setattr(addresses.socket, "getaddrinfo",
+                        lambda host, *a, **kw: loopback if host == "hooks.example.com" else real_getaddrinfo(host, *a, **kw))
+    # The receiver's self-signed certificate is the only one trusted (the sender trusts certifi's).
+    monkeypatch.setattr(requests.Session, "post", lambda self, *a, **kw: real_post(self, *a, verify=cert_file, **kw))
+    services.create_subscription(alice, research, channel="webhook", chosen=["Running"],
+                                 target=f"https://hooks.example.com:{server.server_port}/x")
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job)
+    server.shutdown()
+    delivery = Delivery.objects.get()
+    assert names and set(names) == {"hooks.example.com"}  # SNI names the host, not the address
+    assert (delivery.status == DeliveryStatus.SUCCEEDED) == delivered
+    assert delivered or "hooks.example.com" in delivery.last_error

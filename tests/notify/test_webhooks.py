@@ -152,11 +152,23 @@ def test_another_workspaces_subscription_hears_nothing(alice, job, receiver, all
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/hook", "http://localhost/hook", "http://[::1]/hook",
                                  "http://169.254.169.254/latest/meta-data/", "http://0.0.0.0/hook",
-                                 "http://[::ffff:127.0.0.1]/hook", "http://testserver/hook"])
+                                 "http://[::ffff:127.0.0.1]/hook"])
 def test_a_url_at_loopback_link_local_or_this_server_is_refused(alice, research, url):
     with pytest.raises(services.NotifyRefused) as refused:
         services.create_subscription(alice, research, channel="webhook", target=url, chosen=["Failed"])
     assert "url" in refused.value.errors
+
+
+@pytest.mark.parametrize("url", ["http://dlc.example.com/hook", "https://alias.example.net/hook"])
+def test_a_url_at_this_servers_own_name_or_address_is_refused(alice, research, settings, monkeypatch, url):
+    settings.ALLOWED_HOSTS = ["dlc.example.com"]
+    public = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 80))]
+    real = socket.getaddrinfo
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda host, *a, **kw: public if host in (
+        "dlc.example.com", "alias.example.net") else real(host, *a, **kw))
+    with pytest.raises(services.NotifyRefused) as refused:
+        services.create_subscription(alice, research, channel="webhook", target=url, chosen=["Failed"])
+    assert "this server" in refused.value.errors["url"]
 
 
 def test_the_admin_setting_allows_a_loopback_url(alice, research, receiver, allow_private):
@@ -189,7 +201,8 @@ def test_a_name_that_resolves_to_loopback_by_delivery_time_is_refused_then(alice
     with django_capture_on_commit_callbacks(execute=True):
         run(job)
     delivery = Delivery.objects.get()
-    assert delivery.status == DeliveryStatus.FAILED and "127.0.0.1" in delivery.last_error
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.FAILED, 1)
+    assert "resolves to 127.0.0.1, a loopback address" in delivery.last_error
 
 
 def test_a_delivery_connects_to_the_address_it_checked(alice, research, job, receiver, allow_private, monkeypatch,

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "jobs",
     "spot",
     "cycle",
+    "notify",
 ]
 
 MIDDLEWARE = [
@@ -240,6 +241,17 @@ OPENDLC_BILLING_INTERVAL_S = envint("OPENDLC_BILLING_INTERVAL_S", 300)
 OPENDLC_HANG_CHECK_INTERVAL_S = envint("OPENDLC_HANG_CHECK_INTERVAL_S", 60)
 OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE = envint("OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE", 10_000)  # 0: no limit
 OPENDLC_PRICE_REPLAY = os.environ.get("OPENDLC_PRICE_REPLAY", "")  # path:machine_type:region[:speed]
+# Notifications (notify/): webhooks may reach loopback, link-local and this server's addresses only
+# with this on (or per subscription, set by staff); a delivery is tried at most this many times.
+OPENDLC_WEBHOOK_ALLOW_PRIVATE = envbool("OPENDLC_WEBHOOK_ALLOW_PRIVATE", False)
+OPENDLC_WEBHOOK_MAX_ATTEMPTS = envint("OPENDLC_WEBHOOK_MAX_ATTEMPTS", 8)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "opendlc@localhost")
 
 LOGGING = {
     "version": 1,
@@ -268,6 +280,7 @@ CELERY_BEAT_SCHEDULE = {
     "detect-hangs": _every("jobs.tasks.detect_hangs", OPENDLC_HANG_CHECK_INTERVAL_S),
     "spot-market-tick": _every("spot.tasks.market_tick", OPENDLC_MARKET_TICK_S),
     "spot-bill-today": _every("spot.tasks.bill_today", OPENDLC_BILLING_INTERVAL_S),
+    "notify-redeliver": _every("notify.redeliver", 60),  # deliveries whose message was lost
     "spot-close-yesterday": {
         "task": "spot.tasks.close_yesterday",
         "schedule": crontab(hour=0, minute=10),

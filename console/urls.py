@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console import metrics, views
-from console.pages import analytics, billing, create, jobs, keys, market, quotas, workspace
+from console.pages import analytics, billing, create, jobs, keys, market, notifications, quotas, workspace
 
 console_patterns = [
     path("", views.home, name="home"),
@@ -30,6 +30,9 @@ console_patterns = [
     path("access-keys/created/", keys.key_created, name="access-key-created"),
     path("access-keys/<str:key_id>/disable/", keys.key_disable, name="access-key-disable"),
     path("access-keys/<str:key_id>/delete/", keys.key_delete, name="access-key-delete"),
+    path("notifications/", notifications.notifications, name="notifications"),
+    path("notifications/<str:pk>/delete/", notifications.notification_delete, name="notification-delete"),
+    path("notifications/<str:pk>/test/", notifications.notification_test, name="notification-test"),
 ]
 
 urlpatterns = [

@@ -7,12 +7,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from dbkit.bulk import Insert, insert_rows
 from jobs.dispatch import EVICTING_REASONS
 from jobs.models import Job, JobEvent, StatusTransition
 from jobs.states import JobStatus, check_transition
+
+# Sent by `record` with transitions=[Transition, ...], inside the transaction that writes them: the
+# one place every status change passes, so that an app above jobs (notify) can act on them without
+# jobs importing it. A receiver must be cheap: the scheduler records thousands at once.
+transitions_recorded = Signal()
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ def record(transitions: list[Transition], *more: Insert) -> None:
     """The status history and event Job.transition writes, for many transitions, and `more` rows
     (insert_rows), in one statement on PostgreSQL."""
     insert_rows(*history_inserts(transitions), *more)
+    if transitions:
+        transitions_recorded.send(Transition, transitions=transitions)
 
 
 def history_inserts(transitions: list[Transition]) -> tuple[Insert, Insert]:

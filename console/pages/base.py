@@ -22,6 +22,7 @@ NAV = [
     ("usage", "Usage", "console:usage"),
     ("billing", "Billing", "console:billing"),
     ("keys", "Access Keys", "console:access-keys"),
+    ("notifications", "Notifications", "console:notifications"),
 ]
 
 

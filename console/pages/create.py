@@ -21,6 +21,7 @@ from datasets.services import JobCodeSource, JobDataSource
 from jobs import aimaster
 from jobs.models import Accessibility, Source
 from jobs.services import DISPLAY_NAME_MAX, CustomEnv, JobRequest, PodResources, RoleRequest, ValidationFailed, create_job
+from market import units
 from market.bids import SPOT_WITH_PRICE_LIMIT
 
 PREFIX = "roles"
@@ -137,7 +138,7 @@ def role_initial(spec) -> dict:
 def bid_initial(spec) -> dict:
     """The row's bid as the form shows it: a discount, or a price limit per node-hour."""
     if spec.spot_price_limit is not None:
-        return {"bid_kind": BY_PRICE_LIMIT, "bid_price_limit": f"{(spec.spot_price_limit * 60).normalize()}"}
+        return {"bid_kind": BY_PRICE_LIMIT, "bid_price_limit": f"{units.per_hour(spec.spot_price_limit).normalize()}"}
     discount = spec.spot_discount_limit
     return {"bid_kind": BY_DISCOUNT, "bid_discount": f"{discount.normalize()}" if discount is not None else None}
 

@@ -15,13 +15,14 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
 from console.pages.base import current_workspace, job_queryset, page
-from console.templatetags.console_tags import mentioned_jobs, per_hour
+from console.templatetags.console_tags import mentioned_jobs
 from cycle.estimate import TYPICAL_DAYS, Estimate, cached_estimates
 from jobs import logs as agent_logs
 from jobs.dispatch import EVICTING_REASONS
 from jobs.models import Job, JobSpec, Pod, Source
 from jobs.services import ValidationFailed, can_change, stop_job
 from jobs.states import FINAL, WAITING, JobStatus, PodStatus
+from market import units
 from spot.models import DailyBill
 
 PAGE_SIZE = 50
@@ -95,7 +96,7 @@ class JobRow:
             if spec.spot_discount_limit is not None:
                 return f"{spec.spot_discount_limit * 100:.0f}% of on-demand"
             if spec.spot_price_limit is not None:
-                return f"{spec.spot_price_limit * 60:.4f} /h"
+                return units.hourly(spec.spot_price_limit)
         return ""
 
 
@@ -129,7 +130,7 @@ def estimate_assumptions(found: Estimate) -> str:
             f"after its quota's typical run ({whose}: {typical}, {basis}), and that no job is submitted, stopped or "
             "restarted meanwhile.")
     if found.spot_price is not None:
-        text += f" The spot price is assumed to stay at {per_hour(found.spot_price)} /h."
+        text += f" The spot price is assumed to stay at {units.hourly(found.spot_price)}."
     return text
 
 

@@ -39,7 +39,7 @@ def policy_notes(results: list[Result], summaries: list[dict]) -> list[str]:
     if "strict" in by_name:
         for name in ("borrow", "borrow-ckpt"):
             if name in by_name and _same_rows(by_name["strict"][0], by_name[name][0]):
-                notes.append(f"{name} replayed every job as strict did: "
+                notes.append(f"{name} replayed every job as strict did — "
                              f"{_why_alike(by_name['strict'][1], by_name[name][1])}")
     return notes
 

@@ -76,7 +76,7 @@ def test_the_report_says_why_strict_and_borrow_replayed_alike(write_trace):
     rows = [dict(r, oversold_type="ForbiddenQuotaOverSold") for r in ROWS[:3]]
     results, summaries = replay_all(write_trace, rows)
     assert policy_notes(results, summaries)[-1] == (
-        "borrow replayed every job as strict did: every job has the same mode under both")
+        "borrow replayed every job as strict did — every job has the same mode under both")
     results, summaries = replay_all(write_trace, ROWS[:1] + ROWS[2:3])  # no job must wait
     assert policy_notes(results, summaries)[-1].endswith("(none ran Not in Quota)")
     results, summaries = replay_all(write_trace)  # borrowing changed the times: no such line

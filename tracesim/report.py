@@ -19,7 +19,7 @@ PHILLY_REFERENCE = {"name": "Philly's own scheduler (AcmeTrace summary)", "jobs"
                     "mean": 3760.604, "median": 189.0}
 PHILLY_VCS = frozenset({"6214e9", "7f04ca", "11cb48", "b436b2", "ee9e8c", "e13805", "6c71a0",
                         "2869ce", "ed69ec", "103959", "0e4a51"})
-BREAKDOWNS = (("total", ""), ("size", "GPUs "), ("quota", "quota "), ("mode", ""))
+BREAKDOWNS = (("total", ""), ("size", "GPUs "), ("quota", "quota "), ("mode", "mode "))
 CDF_POINTS = 2000
 COLORS = {"strict": "#1f77b4", "borrow": "#ff7f0e", "borrow-ckpt": "#2ca02c"}
 DASHES = {"strict": "solid", "borrow": "dash", "borrow-ckpt": "dot"}  # lines often coincide
@@ -50,6 +50,8 @@ def _mode_rule(s: dict) -> str:
         rule = f"every job {policy.mode} (its quota's guarantee only)"
         return rule + (f"; the trace's own mode of {_jobs(traced)} is not used" if traced
                        else "")
+    if traced == s["jobs_replayed"]:
+        return "the trace's own mode kept for every job"
     if traced:
         return f"the trace's own mode kept for {_jobs(traced)}, {policy.mode} for the others"
     return f"every job {policy.mode} (its quota's guarantee, then idle capacity)"

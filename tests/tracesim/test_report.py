@@ -57,7 +57,7 @@ def test_the_printed_report_sets_the_policies_side_by_side_per_group(write_trace
     assert [cell.split() for cell in row.split("|")[1:]] == [["1", "90", "90", "90"],
                                                              ["1", "0", "0", "0"]]
     assert any(line.startswith("quota b ") for line in lines)
-    force = next(line for line in lines if line.startswith("ForceQuotaOverSold"))
+    force = next(line for line in lines if line.startswith("mode ForceQuotaOverSold"))
     assert force.split("|")[1].split() == ["-"]  # strict replays no job Force
 
 
@@ -75,6 +75,8 @@ def test_each_policy_says_what_it_does_with_the_modes_the_trace_sets(write_trace
 def test_the_report_says_why_strict_and_borrow_replayed_alike(write_trace):
     rows = [dict(r, oversold_type="ForbiddenQuotaOverSold") for r in ROWS[:3]]
     results, summaries = replay_all(write_trace, rows)
+    assert policy_notes(results, summaries)[1].startswith(
+        "borrow: the trace's own mode kept for every job; ")
     assert policy_notes(results, summaries)[-1] == (
         "borrow replayed every job as strict did — every job has the same mode under both")
     results, summaries = replay_all(write_trace, ROWS[:1] + ROWS[2:3])  # no job must wait

@@ -36,7 +36,25 @@ from scheduler import (
 from .cluster import INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id
 from .trace import Trace, TraceJob
 
-POLICIES = {"strict": FORBIDDEN, "borrow": ACCEPT, "borrow-ckpt": ACCEPT}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How a policy sets each job's Idle Resources mode (its OversoldType).
+
+    Strict quotas are the baseline without any borrowing, so they hold every job to its
+    guarantee, whatever mode the trace gives it; the borrow policies keep a mode the trace
+    sets (its `oversold_type` column) and give the others AcceptQuotaOverSold. Were the
+    trace's modes kept under strict too, a trace that sets every job's mode would replay the
+    same under all three (spot jobs are spot under every policy: they never touch a quota).
+    """
+
+    mode: str
+    keeps_trace_mode: bool
+
+
+POLICIES = {"strict": Policy(FORBIDDEN, False), "borrow": Policy(ACCEPT, True),
+            "borrow-ckpt": Policy(ACCEPT, True)}
 SPOT = "spot"
 ON_DEMAND_PRICE = Decimal("1.00")  # per node-minute; only the spot/on-demand ratio matters
 SPOT_PRICE_RATIO = Decimal("0.3")  # a flat spot market: bids at or above 30 % run
@@ -141,7 +159,8 @@ class Replay:
     def _mode(self, job: TraceJob) -> str:
         if job.spot_discount is not None:
             return SPOT
-        return job.oversold_type or POLICIES[self.policy]
+        policy = POLICIES[self.policy]
+        return (job.oversold_type or policy.mode) if policy.keeps_trace_mode else policy.mode
 
     def _skip_reason(self, job: TraceJob) -> str | None:
         vc, mode = self.vcs.get(job.vc), self._mode(job)

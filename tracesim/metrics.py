@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
-from .engine import Result
+from .engine import SPOT, JobRun, Result
 
 HOUR = 3600
+# (name, most GPUs) of the job-size groups, smallest first.
+SIZE_GROUPS = (("1", 1), ("2-4", 4), ("5-7", 7), ("8", 8), ("> 8", math.inf))
+PUBLIC_POOL = "public pool (spot)"
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -20,7 +24,50 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 def delays(result: Result) -> list[int]:
     """Queueing delay of every replayed job: first start minus submit, ascending."""
-    return sorted(r.first_start - r.job.submit for r in result.jobs if r.first_start is not None)
+    return _delays(result.jobs)
+
+
+def _delays(runs: list[JobRun]) -> list[int]:
+    return sorted(r.first_start - r.job.submit for r in runs if r.first_start is not None)
+
+
+def queueing(d: list[int]) -> dict:
+    """Mean, median, p95 and max of ascending queueing delays (s)."""
+    return {"mean": round(sum(d) / len(d), 1) if d else 0.0,
+            "median": percentile(d, 0.5), "p95": percentile(d, 0.95),
+            "max": d[-1] if d else 0}
+
+
+def size_group(gpus: int) -> str:
+    """The job-size group of the breakdown; 5-7 GPUs has a group so that no job falls out."""
+    return next(name for name, most in SIZE_GROUPS if gpus <= most)
+
+
+def breakdown(result: Result) -> list[dict]:
+    """Queueing, preemptions and work lost of all jobs, then by job size, by quota (virtual
+    cluster, or the public pool for spot jobs) and by Idle Resources mode; empty groups are
+    left out."""
+    names = [n for n, _ in SIZE_GROUPS]
+    groups = [("total", lambda r: "all jobs", None),
+              ("size", lambda r: size_group(r.job.gpus), names.index),
+              ("quota", lambda r: PUBLIC_POOL if r.mode == SPOT else r.job.vc, None),
+              ("mode", lambda r: r.mode, None)]
+    rows = []
+    for by, key, order in groups:
+        members: dict[str, list[JobRun]] = {}
+        for run in result.jobs:
+            members.setdefault(key(run), []).append(run)
+        for name in sorted(members, key=order):
+            rows.append(_group_row(result.policy, by, name, members[name]))
+    return rows
+
+
+def _group_row(policy: str, by: str, name: str, runs: list[JobRun]) -> dict:
+    d = _delays(runs)
+    return {"policy": policy, "by": by, "group": name, "jobs": len(runs), "started": len(d),
+            "queueing_delay_s": queueing(d),
+            "preemptions": sum(r.preemptions for r in runs),
+            "gpu_hours_lost": round(sum(r.lost_gpu_s for r in runs) / HOUR, 1)}
 
 
 def busy_gpu_seconds(busy: list[tuple[int, int]], end: int) -> int:
@@ -64,9 +111,7 @@ def summary(result: Result) -> dict:
         "jobs_unfinished": unfinished,
         "jobs_skipped": sum(result.skipped.values()),
         "skipped_by_reason": dict(sorted(result.skipped.items())),
-        "queueing_delay_s": {"mean": round(sum(d) / len(d), 1) if d else 0.0,
-                             "median": percentile(d, 0.5), "p95": percentile(d, 0.95),
-                             "max": d[-1] if d else 0},
+        "queueing_delay_s": queueing(d),
         "queueing_incl_requeue_mean_s": (round(sum(r.waited for r in started) / len(started), 1)
                                          if started else 0.0),
         "jobs_started_at_once": sum(1 for x in d if x == 0),
@@ -84,4 +129,7 @@ def summary(result: Result) -> dict:
         "plan_seconds": round(result.plan_s, 2),
         "wall_seconds": round(result.wall_s, 2),
         "cycles_over_round_limit": result.rounds_exceeded,
+        "jobs_with_trace_mode": sum(1 for r in result.jobs if r.job.oversold_type),
+        "modes": dict(sorted(Counter(r.mode for r in result.jobs).items())),
+        "breakdown": breakdown(result),
     }

@@ -1,4 +1,6 @@
-"""The HTML report of a replay: Plotly charts, self-contained (plotly.js inlined, no CDN)."""
+"""The report of a replay: the lines the command prints, and an HTML page with Plotly charts,
+self-contained (plotly.js inlined, no CDN). Both give each policy's figures, what it does with
+each job's Idle Resources mode, and queueing by job size, by quota and by mode."""
 
 from __future__ import annotations
 
@@ -8,29 +10,168 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from .engine import Result
+from .engine import POLICIES, Result
 from .metrics import delays, utilization_series
 
-# Philly's own scheduler on the same trace (acmetrace_cluster_summary.csv, row Philly).
-PHILLY_REFERENCE = {"mean": 3760.604, "median": 189.0}
+# Philly's own scheduler on the same trace (acmetrace_cluster_summary.csv, row Philly): shown
+# only for a trace on Philly's virtual clusters (philly_vc_nodes.csv), whatever their sizes.
+PHILLY_REFERENCE = {"name": "Philly's own scheduler (AcmeTrace summary)", "jobs": 112_956,
+                    "mean": 3760.604, "median": 189.0}
+PHILLY_VCS = frozenset({"6214e9", "7f04ca", "11cb48", "b436b2", "ee9e8c", "e13805", "6c71a0",
+                        "2869ce", "ed69ec", "103959", "0e4a51"})
+BREAKDOWNS = (("total", ""), ("size", "GPUs "), ("quota", "quota "), ("mode", "mode "))
 CDF_POINTS = 2000
 COLORS = {"strict": "#1f77b4", "borrow": "#ff7f0e", "borrow-ckpt": "#2ca02c"}
 DASHES = {"strict": "solid", "borrow": "dash", "borrow-ckpt": "dot"}  # lines often coincide
 
 
+def reference_for(vc_names) -> dict | None:
+    """The figures of the trace's own scheduler, where the trace is one we know them for."""
+    return PHILLY_REFERENCE if set(vc_names) == PHILLY_VCS else None
+
+
+def policy_notes(results: list[Result], summaries: list[dict]) -> list[str]:
+    """One line a policy: what it does with each job's mode, and the modes it replayed; then
+    why two policies replayed alike, where they did."""
+    notes = [f"{s['policy']}: {_mode_rule(s)}; replayed as {_counts(s['modes'])}"
+             for s in summaries]
+    by_name = dict(zip((r.policy for r in results), zip(results, summaries)))
+    if "strict" in by_name:
+        for name in ("borrow", "borrow-ckpt"):
+            if name in by_name and _same_rows(by_name["strict"][0], by_name[name][0]):
+                notes.append(f"{name} replayed every job as strict did — "
+                             f"{_why_alike(by_name['strict'][1], by_name[name][1])}")
+    return notes
+
+
+def _mode_rule(s: dict) -> str:
+    policy, traced = POLICIES[s["policy"]], s["jobs_with_trace_mode"]
+    if not policy.keeps_trace_mode:
+        rule = f"every job {policy.mode} (its quota's guarantee only)"
+        return rule + (f"; the trace's own mode of {_jobs(traced)} is not used" if traced
+                       else "")
+    if traced == s["jobs_replayed"]:
+        return "the trace's own mode kept for every job"
+    if traced:
+        return f"the trace's own mode kept for {_jobs(traced)}, {policy.mode} for the others"
+    return f"every job {policy.mode} (its quota's guarantee, then idle capacity)"
+
+
+def _jobs(n: int) -> str:
+    return f"{n:,} job" + ("" if n == 1 else "s")
+
+
+def _counts(modes: dict) -> str:
+    return " · ".join(f"{mode} {n:,}" for mode, n in modes.items()) or "no jobs"
+
+
+def _same_rows(a: Result, b: Result) -> bool:
+    def rows(result):
+        return sorted((r.job.job_id, r.first_start, r.end, r.preemptions) for r in result.jobs)
+    return rows(a) == rows(b)
+
+
+def _why_alike(strict: dict, other: dict) -> str:
+    if strict["modes"] == other["modes"]:
+        return "every job has the same mode under both"
+    if not other["jobs_run_not_in_quota"]:
+        return "no job needed capacity beyond its quota (none ran Not in Quota)"
+    if not strict["queueing_delay_s"]["max"]:
+        return ("capacity never ran short: every job started when it was submitted, in its "
+                "quota or on idle capacity alike")
+    return "the jobs that borrowed started and ended when they would have in their quota"
+
+
+def text_report(results: list[Result], summaries: list[dict],
+                reference: dict | None = None) -> list[str]:
+    """The lines the replay command prints."""
+    lines = [summary_line(s) for s in summaries]
+    if reference:
+        lines.append(f"{reference['name']}: jobs {reference['jobs']:,} | queueing mean "
+                     f"{reference['mean']:,.0f} s, median {reference['median']:,.0f} s")
+    lines += policy_notes(results, summaries)
+    lines.append("")
+    lines += breakdown_lines(summaries)
+    return lines
+
+
+def summary_line(s: dict) -> str:
+    q = s["queueing_delay_s"]
+    return (f"{s['policy']:12} jobs {s['jobs_replayed']:,} (skipped {s['jobs_skipped']}) | "
+            f"queueing mean {q['mean']:,.0f} s, median {q['median']:,.0f} s, "
+            f"p95 {q['p95']:,.0f} s | utilization {s['gpu_utilization']:.1%} "
+            f"(useful {s['gpu_utilization_useful']:.1%}) | "
+            f"preemptions {s['preemptions']:,}, GPU-hours lost {s['gpu_hours_lost']:,.1f} | "
+            f"wall {s['wall_seconds']:.0f} s ({s['cycles']:,} cycles, "
+            f"plan {s['plan_seconds']:.0f} s)")
+
+
+def breakdown_lines(summaries: list[dict]) -> list[str]:
+    """Queueing by job size, quota and mode, the policies side by side: jobs, then the mean,
+    median and p95 in seconds."""
+    width = max([len(label) for label, _ in _breakdown_rows(summaries)] + [20])
+    head = f"{'queueing (s)':{width}}" + "".join(
+        f" | {s['policy'] + ': jobs':>18} {'mean':>9} {'median':>8} {'p95':>9}"
+        for s in summaries)
+    lines = [head, "-" * len(head)]
+    for label, cells in _breakdown_rows(summaries):
+        lines.append(f"{label:{width}}" + "".join(
+            f" | {c['jobs']:>18,} {c['queueing_delay_s']['mean']:>9,.0f} "
+            f"{c['queueing_delay_s']['median']:>8,.0f} {c['queueing_delay_s']['p95']:>9,.0f}"
+            if c else f" | {'-':>18} {'':>9} {'':>8} {'':>9}" for c in cells))
+    return lines
+
+
+def _breakdown_rows(summaries: list[dict]) -> list[tuple[str, list[dict | None]]]:
+    """(label, one breakdown row a policy or None) in the order of the first policy that has
+    the group: sizes, quotas and modes differ between policies only in which are present."""
+    out, seen = [], set()
+    for by, prefix in BREAKDOWNS:
+        for s in summaries:
+            for row in s["breakdown"]:
+                if row["by"] == by and row["group"] not in seen:
+                    seen.add(row["group"])
+                    out.append((f"{prefix}{row['group']}",
+                                [_find(other, by, row["group"]) for other in summaries]))
+        seen.clear()
+    return out
+
+
+def _find(summary: dict, by: str, group: str) -> dict | None:
+    return next((r for r in summary["breakdown"] if (r["by"], r["group"]) == (by, group)), None)
+
+
 def write_html(results: list[Result], summaries: list[dict], path: str,
-               reference: dict | None = PHILLY_REFERENCE, title: str = "Trace replay") -> None:
+               reference: dict | None = None, title: str = "Trace replay") -> None:
     figures = [_delay_cdf(results), _utilization(results), _losses(summaries)]
     parts = [pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False)
              for i, fig in enumerate(figures)]
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in policy_notes(results, summaries))
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             "</title><style>body{font-family:sans-serif;margin:24px}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;"
             "text-align:right}th:first-child,td:first-child{text-align:left}</style></head>"
             f"<body><h1>{html.escape(title)}</h1>{_table(summaries, reference)}"
-            + "".join(parts) + "</body></html>")
+            f"<h2>Policies and Idle Resources modes</h2><ul>{notes}</ul>"
+            "<h2>Queueing by job size, quota and Idle Resources mode</h2>"
+            f"{_breakdown_table(summaries)}" + "".join(parts) + "</body></html>")
     with open(path, "w") as f:
         f.write(page)
+
+
+def _breakdown_table(summaries: list[dict]) -> str:
+    head = "<tr><th rowspan=2>group</th>" + "".join(
+        f"<th colspan=4>{html.escape(s['policy'])}</th>" for s in summaries) + "</tr><tr>"
+    head += "<th>jobs</th><th>mean (s)</th><th>median (s)</th><th>p95 (s)</th>" * len(summaries)
+    rows = []
+    for label, cells in _breakdown_rows(summaries):
+        tds = "".join(
+            f"<td>{c['jobs']:,}</td><td>{c['queueing_delay_s']['mean']:,.1f}</td>"
+            f"<td>{c['queueing_delay_s']['median']:,.0f}</td>"
+            f"<td>{c['queueing_delay_s']['p95']:,.0f}</td>" if c else "<td></td>" * 4
+            for c in cells)
+        rows.append(f"<tr><td>{html.escape(label)}</td>{tds}</tr>")
+    return f"<table>{head}</tr>{''.join(rows)}</table>"
 
 
 def _delay_cdf(results: list[Result]) -> go.Figure:
@@ -86,8 +227,9 @@ def _table(summaries: list[dict], reference: dict | None) -> str:
             "<th>preemptions</th><th>GPU-hours lost</th><th>makespan (days)</th></tr>")
     rows = []
     if reference:
-        rows.append("<tr><td>Philly's own scheduler (AcmeTrace summary)</td><td>112,956</td>"
-                    f"<td></td><td>{reference['mean']:,.1f}</td><td>{reference['median']:,.0f}"
+        rows.append(f"<tr><td>{html.escape(reference['name'])}</td>"
+                    f"<td>{reference['jobs']:,}</td><td></td><td>{reference['mean']:,.1f}</td>"
+                    f"<td>{reference['median']:,.0f}"
                     "</td><td></td><td></td><td></td><td></td><td></td></tr>")
     for s in summaries:
         q = s["queueing_delay_s"]

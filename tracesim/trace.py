@@ -4,7 +4,8 @@ Jobs CSV: `timestamp` (submit, 'YYYY-MM-DD HH:MM:SS' or seconds), `duration` (s)
 `cluster` (the virtual cluster, a team's quota); optional per-job overrides `oversold_type`
 (ForbiddenQuotaOverSold | AcceptQuotaOverSold | ForceQuotaOverSold), `priority` (1-9) and
 `spot_discount` (0.1-0.9: a spot job bidding that fraction of the on-demand price).
-Nodes CSV: `vc`, `node num`, optional `gpus_per_node` (default 8).
+Nodes CSV: `vc`, `node num`, optional `gpus_per_node` (default 8); one row a virtual cluster.
+The pods and nodes CSVs of Alibaba's GPU trace of 2023 are read as well (tracesim/alibaba.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from scheduler import ACCEPT, FORBIDDEN, FORCE
+
+from . import alibaba
 
 OVERSOLD_TYPES = (FORBIDDEN, ACCEPT, FORCE)
 DEFAULT_GPUS_PER_NODE = 8
@@ -51,7 +54,14 @@ def read_trace(jobs_csv: str, nodes_csv: str, limit: int | None = None) -> Trace
     vcs = read_vcs(nodes_csv)
     rows, invalid = [], []
     with open(jobs_csv, newline="") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
+        reader = csv.DictReader(f)
+        as_job = alibaba.job_row if alibaba.is_pods(reader.fieldnames) else dict
+        for line, row in enumerate(reader, start=2):
+            try:
+                row = as_job(row)
+            except (KeyError, ValueError) as exc:
+                invalid.append((line, str(exc)))
+                continue
             try:
                 rows.append((_seconds(row["timestamp"]), line, row))
             except (KeyError, ValueError) as exc:
@@ -70,11 +80,21 @@ def read_trace(jobs_csv: str, nodes_csv: str, limit: int | None = None) -> Trace
 
 
 def read_vcs(nodes_csv: str) -> list[VirtualCluster]:
+    """The virtual clusters, one a row; a name given twice is refused, since a quota has one
+    guarantee and one node size (which row would be meant is a guess)."""
     with open(nodes_csv, newline="") as f:
-        out = []
-        for row in csv.DictReader(f):
+        reader = csv.DictReader(f)
+        if alibaba.is_nodes(reader.fieldnames):
+            return [VirtualCluster(*alibaba.cluster(list(reader)))]
+        out, lines = [], {}
+        for line, row in enumerate(reader, start=2):
+            name = row["vc"].strip()
+            if name in lines:
+                raise ValueError(f"{nodes_csv}: virtual cluster {name!r} is named on lines "
+                                 f"{lines[name]} and {line}; give each one row")
+            lines[name] = line
             per_node = (row.get("gpus_per_node") or "").strip()
-            out.append(VirtualCluster(row["vc"].strip(), int(row["node num"]),
+            out.append(VirtualCluster(name, int(row["node num"]),
                                       int(per_node) if per_node else DEFAULT_GPUS_PER_NODE))
     return out
 

@@ -7,6 +7,7 @@ import pytest
 from tracesim import read_trace, replay
 from tracesim.cluster import gang
 from tracesim.metrics import summary
+from tracesim.trace import read_vcs
 
 from .conftest import job
 
@@ -98,11 +99,23 @@ def test_optional_columns_override_the_policy_per_job(write_trace):
             job(10, 50, 8, "a", oversold_type="ForbiddenQuotaOverSold"),
             job(20, 50, 8, "c", oversold_type="AcceptQuotaOverSold"),
             job(0, 100, 8, "c")]
-    first, forbidden, accept, _ = replay_rows(write_trace, rows, {"a": 1, "b": 1, "c": 1},
+    _, forbidden, accept, _ = replay_rows(write_trace, rows, {"a": 1, "b": 1, "c": 1},
                                               "borrow")
     assert forbidden.first_start == 100  # would have borrowed b's node under the policy
-    strict = replay_rows(write_trace, rows, {"a": 1, "b": 1, "c": 1}, "strict")
-    assert strict[2].first_start == 20  # borrows b's node under strict quotas
+    assert accept.first_start == 20 and accept.borrowed_runs == 1  # borrows b's node
+
+
+def test_strict_quotas_hold_every_job_to_its_guarantee_whatever_mode_the_trace_sets(
+        write_trace):
+    rows = [job(0, 100, 8, "a", oversold_type="AcceptQuotaOverSold"),
+            job(10, 50, 8, "a", oversold_type="AcceptQuotaOverSold"),
+            job(20, 50, 8, "a", oversold_type="ForceQuotaOverSold")]
+    strict = replay_rows(write_trace, rows, {"a": 1, "b": 1}, "strict")
+    borrow = replay_rows(write_trace, rows, {"a": 1, "b": 1}, "borrow")
+    assert [r.mode for r in strict] == ["ForbiddenQuotaOverSold"] * 3
+    assert [r.first_start for r in strict] == [0, 100, 150]
+    assert [r.mode for r in borrow] == ["AcceptQuotaOverSold"] * 2 + ["ForceQuotaOverSold"]
+    assert [r.first_start for r in borrow] == [0, 10, 60]  # b's node, lent one job at a time
 
 
 def test_a_higher_priority_column_goes_first_in_its_queue(write_trace):
@@ -154,3 +167,10 @@ def test_pruning_the_snapshot_changes_no_decision(write_trace):
 def test_a_bad_optional_column_value_is_reported_not_replayed(write_trace, bad):
     trace = read_trace(*write_trace([job(0, 10, 1, "a", **bad), job(1, 10, 1, "a")], {"a": 1}))
     assert len(trace.jobs) == 1 and trace.invalid[0][0] == 2
+
+
+def test_a_nodes_file_that_names_a_virtual_cluster_twice_is_refused_with_both_lines(tmp_path):
+    nodes = tmp_path / "vcs.csv"
+    nodes.write_text("vc,node num\na,2\nb,1\na,4\n")
+    with pytest.raises(ValueError, match="'a' is named on lines 2 and 4"):
+        read_vcs(str(nodes))

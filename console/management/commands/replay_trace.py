@@ -1,7 +1,7 @@
 """manage.py replay_trace: replay a GPU job trace through scheduler.plan in virtual time.
 
-A thin wrapper: it parses the arguments, calls tracesim, and writes summary.json and
-report.html into --out. Example (the Philly trace's jobs and virtual clusters as CSV, in the
+A thin wrapper: it parses the arguments, calls tracesim, prints the report and writes
+summary.json, report.html, jobs.csv and breakdown.csv into --out (tracesim/outputs.py). Example (the Philly trace's jobs and virtual clusters as CSV, in the
 format tracesim/trace.py reads; all three policies):
 
     manage.py replay_trace --jobs philly_jobs.csv \\
@@ -9,7 +9,6 @@ format tracesim/trace.py reads; all three policies):
         --out artifacts/replay
 """
 
-import json
 import os
 
 from django.core.management.base import BaseCommand, CommandError
@@ -17,7 +16,8 @@ from tqdm import tqdm
 
 from tracesim import POLICIES, read_trace, replay
 from tracesim.metrics import summary
-from tracesim.report import write_html
+from tracesim.outputs import write_outputs
+from tracesim.report import reference_for, text_report
 
 
 class Command(BaseCommand):
@@ -51,18 +51,14 @@ class Command(BaseCommand):
         policies = list(POLICIES) if opts["policy"] == "all" else [opts["policy"]]
         results = [self._replay(trace, p, opts) for p in policies]
         summaries = [summary(r) for r in results]
-        os.makedirs(opts["out"], exist_ok=True)
-        json_path = os.path.join(opts["out"], "summary.json")
-        with open(json_path, "w") as f:
-            json.dump({"jobs_csv": opts["jobs"], "nodes_csv": opts["nodes"],
-                       "policies": summaries}, f, indent=2)
-        html_path = os.path.join(opts["out"], "report.html")
+        reference = reference_for(vc.name for vc in trace.vcs)
         title = (f"Trace replay: {os.path.basename(opts['jobs'])} on "
                  f"{os.path.basename(opts['nodes'])} ({_nodes_gpus(results[0])})")
-        write_html(results, summaries, html_path, title=title)
-        for s in summaries:
-            self.stdout.write(_line(s))
-        self.stdout.write(f"Wrote {json_path} and {html_path}")
+        paths = write_outputs(opts["out"], results, summaries, title=title, reference=reference,
+                              sources={"jobs_csv": opts["jobs"], "nodes_csv": opts["nodes"]})
+        for line in text_report(results, summaries, reference):
+            self.stdout.write(line)
+        self.stdout.write(f"Wrote {', '.join(paths)}")
 
     def _replay(self, trace, policy, opts):
         with tqdm(total=len(trace.jobs), desc=policy, unit="job",
@@ -74,13 +70,3 @@ class Command(BaseCommand):
 def _nodes_gpus(result) -> str:
     return f"{result.total_gpus:,} GPUs"
 
-
-def _line(s: dict) -> str:
-    q = s["queueing_delay_s"]
-    return (f"{s['policy']:12} jobs {s['jobs_replayed']:,} (skipped {s['jobs_skipped']}) | "
-            f"queueing mean {q['mean']:,.0f} s, median {q['median']:,.0f} s, "
-            f"p95 {q['p95']:,.0f} s | utilization {s['gpu_utilization']:.1%} "
-            f"(useful {s['gpu_utilization_useful']:.1%}) | "
-            f"preemptions {s['preemptions']:,}, GPU-hours lost {s['gpu_hours_lost']:,.1f} | "
-            f"wall {s['wall_seconds']:.0f} s ({s['cycles']:,} cycles, "
-            f"plan {s['plan_seconds']:.0f} s)")

@@ -24,7 +24,7 @@ from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
 from jobs import services
 from jobs.logs import read_logs
-from jobs.models import Accessibility, Job, Pod
+from jobs.models import Accessibility, Job, JobSpec, Pod
 
 # CreateJob's idempotency key (PAI's CreateJobRequest has no ClientToken): an x-acs-* header, so the
 # signature must cover it. A retry with the same one answers the same JobId.
@@ -39,8 +39,10 @@ JOB_SORT = {"GmtCreateTime": "created_at", "GmtFinishTime": "finished_at", "Disp
 
 def _with_shape_data(jobs, *, detail: bool):
     pods = Pod.objects.select_related("node") if detail else Pod.objects.filter(current=True).select_related("node")
+    # The specs with their resource spec in one query, not a prefetch level each.
+    specs = JobSpec.objects.select_related("spec")
     jobs = jobs.select_related("workspace", "quota", "user").prefetch_related(
-        "specs__spec", Prefetch("pods", queryset=pods)
+        Prefetch("specs", queryset=specs), Prefetch("pods", queryset=pods)
     )
     return jobs.prefetch_related("status_history", "restarts") if detail else jobs
 

@@ -59,16 +59,18 @@ class GpuUse:
 def gpu_use(jobs, start: datetime, end: datetime, now: datetime) -> list[GpuUse]:
     """The GPU-seconds of the pods of `jobs` (a Job queryset) in [start, end), per group."""
     at = lambda moment: Value(moment, output_field=DateTimeField())  # noqa: E731
-    ran_from = Greatest(F("started_at"), at(start))
-    ran_to = Least(Coalesce(F("finished_at"), at(now)), at(end))
+    ran_from = Greatest(F("pods__started_at"), at(start))
+    ran_to = Least(Coalesce(F("pods__finished_at"), at(now)), at(end))
+    # From the jobs to their pods in one join (one filter() call: the same pod meets every condition),
+    # not pods whose job is in `jobs`: that semi-join read the jobs table twice.
     rows = (
-        Pod.objects.filter(job__in=jobs, gpu__gt=0, started_at__lt=min(end, now))
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
-        .values("job__workspace", "job__quota", "job__user", "kind")
-        .annotate(seconds=Sum(F("gpu") * (Epoch(ran_to) - Epoch(ran_from)), output_field=FloatField()))
+        jobs.filter(Q(pods__finished_at__isnull=True) | Q(pods__finished_at__gt=start),
+                    pods__gpu__gt=0, pods__started_at__lt=min(end, now))
+        .values("workspace", "quota", "user", "pods__kind")
+        .annotate(seconds=Sum(F("pods__gpu") * (Epoch(ran_to) - Epoch(ran_from)), output_field=FloatField()))
         .order_by()
     )
-    return [GpuUse(r["job__workspace"], r["job__quota"], r["job__user"], SOURCES.get(r["kind"], "guaranteed"),
+    return [GpuUse(r["workspace"], r["quota"], r["user"], SOURCES.get(r["pods__kind"], "guaranteed"),
                    r["seconds"]) for r in rows if r["seconds"] > 0]
 
 
@@ -113,15 +115,17 @@ class Preemptions:
 
 def preemptions(jobs, start: datetime, end: datetime) -> list[Preemptions]:
     """Evicted pods of `jobs` that ended in [start, end), per (quota, reason), with the work they lost."""
-    checkpoint = F("job__last_checkpoint_at")
-    since = Case(When(Q(job__last_checkpoint_at__gt=F("started_at"), job__last_checkpoint_at__lte=F("finished_at")),
-                      then=checkpoint), default=Coalesce(F("started_at"), F("finished_at")))
+    checkpoint = F("last_checkpoint_at")
+    since = Case(When(Q(last_checkpoint_at__gt=F("pods__started_at"), last_checkpoint_at__lte=F("pods__finished_at")),
+                      then=checkpoint), default=Coalesce(F("pods__started_at"), F("pods__finished_at")))
+    # From the jobs to their evicted pods in one join, as gpu_use.
     rows = (
-        Pod.objects.filter(job__in=jobs, sub_status=PodSubStatus.EVICTED, finished_at__gte=start, finished_at__lt=end)
-        .values("job__quota", "reason_code")
-        .annotate(pods=Count("pk"), jobs=Count("job", distinct=True),
-                  lost=Sum(F("gpu") * (Epoch(F("finished_at")) - Epoch(since)), output_field=FloatField()))
+        jobs.filter(pods__sub_status=PodSubStatus.EVICTED, pods__finished_at__gte=start, pods__finished_at__lt=end)
+        .values("quota", "pods__reason_code")
+        .annotate(lost=Sum(F("pods__gpu") * (Epoch(F("pods__finished_at")) - Epoch(since)), output_field=FloatField()),
+                  evicted=Count("pods"), evicted_jobs=Count("pk", distinct=True))
         .order_by()
     )
-    return [Preemptions(r["job__quota"], r["reason_code"], r["pods"], r["jobs"], r["lost"] or 0.0) for r in rows]
+    return [Preemptions(r["quota"], r["pods__reason_code"], r["evicted"], r["evicted_jobs"], r["lost"] or 0.0)
+            for r in rows]
 

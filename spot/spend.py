@@ -16,9 +16,9 @@ ZERO = Decimal("0")
 
 
 @dataclass(frozen=True)
-class DaySpend:
-    day: date
-    pay_type: str  # spot or postpaid (pay-as-you-go)
+class Spend:
+    """Node-minutes billed, what they cost, and what they would have cost at the pay-as-you-go price."""
+
     minutes: int
     amount: Decimal
     on_demand_amount: Decimal
@@ -27,17 +27,30 @@ class DaySpend:
     def savings(self) -> Decimal:
         return self.on_demand_amount - self.amount
 
+    @classmethod
+    def summed(cls, row: dict, **key) -> Spend:
+        """From a row annotated with SUMS (minutes, amount, on_demand), and the row's key fields."""
+        return cls(row["minutes"] or 0, exact(row["amount"]), exact(row["on_demand"]), **key)
+
+
+SUMS = {"minutes": Sum("minutes"), "amount": Sum("amount"), "on_demand": Sum("on_demand_amount")}
+
+
+@dataclass(frozen=True)
+class DaySpend(Spend):
+    day: date
+    pay_type: str  # spot or postpaid (pay-as-you-go)
+
 
 def spend_by_day(jobs, first: date, last: date) -> list[DaySpend]:
     """The bills of `jobs` (a Job queryset) from `first` to `last` inclusive, summed per day and pay type."""
     rows = (
         DailyBill.objects.filter(job__in=jobs, day__gte=first, day__lte=last)
         .values("day", "pay_type")
-        .annotate(minutes=Sum("minutes"), amount=Sum("amount"), on_demand=Sum("on_demand_amount"))
+        .annotate(**SUMS)
         .order_by("day", "pay_type")
     )
-    return [DaySpend(r["day"], r["pay_type"], r["minutes"] or 0, exact(r["amount"]), exact(r["on_demand"]))
-            for r in rows]
+    return [DaySpend.summed(r, day=r["day"], pay_type=r["pay_type"]) for r in rows]
 
 
 def exact(total) -> Decimal:
@@ -46,21 +59,13 @@ def exact(total) -> Decimal:
 
 
 @dataclass(frozen=True)
-class GroupSpend:
+class GroupSpend(Spend):
     name: str  # "" for bills of jobs with no value there (a spot job has no quota)
-    minutes: int
-    amount: Decimal
-    on_demand_amount: Decimal
-
-    @property
-    def savings(self) -> Decimal:
-        return self.on_demand_amount - self.amount
 
 
 def spend_by(bills, field: str) -> list[GroupSpend]:
     """`bills` (a DailyBill queryset) summed per value of `field` (a lookup such as job__user__username),
     the largest amount first, then by name."""
-    rows = (bills.order_by().values(field)
-            .annotate(minutes=Sum("minutes"), amount=Sum("amount"), on_demand=Sum("on_demand_amount")))
-    groups = [GroupSpend(r[field] or "", r["minutes"] or 0, exact(r["amount"]), exact(r["on_demand"])) for r in rows]
+    rows = bills.order_by().values(field).annotate(**SUMS)
+    groups = [GroupSpend.summed(r, name=r[field] or "") for r in rows]
     return sorted(groups, key=lambda g: (-g.amount, g.name))

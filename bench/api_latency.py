@@ -26,7 +26,6 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 try:
     from bench import harness
@@ -221,8 +220,7 @@ def main() -> None:
         server.wait(timeout=10)
     r.update(stored=args.jobs, backend=connection.vendor, server=" ".join(procfile_web(port)[2:]))
     print(report(r))
-    print(f"this machine's speed: a reference loop of 5,000,000 Python additions took {before:.2f} s before the "
-          f"run and {harness.reference_loop_s():.2f} s after it (compare runs only at similar figures)")
+    print(harness.speed(before))
     harness.cleanup(var)
 
 

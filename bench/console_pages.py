@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import cleanup, configure, reference_loop_s  # noqa: E402
+from bench.harness import run_in_process  # noqa: E402
 from bench.usage_page import populate  # noqa: E402
 
 TARGET_P95_S = 0.150
@@ -89,13 +89,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    var = configure("console_pages")
-    before = reference_loop_s()
-    print(report(run(args.jobs, args.repeat)))
-    print(f"this machine's speed: a reference loop of 5,000,000 Python additions took {before:.2f} s before the "
-          f"run and {reference_loop_s():.2f} s after it (compare runs only at similar figures)")
-    cleanup(var)
-
+    run_in_process("console_pages", run, report, jobs=args.jobs, repeat=args.repeat)
 
 if __name__ == "__main__":
     main()

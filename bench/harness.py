@@ -264,9 +264,23 @@ def run_standalone(name: str, run, report, **kwargs) -> None:
     with Services.standalone(var) as services:
         result = run(services, **kwargs)
     print(report(result))
-    print(f"this machine's speed: a reference loop of 5,000,000 Python additions took {before:.2f} s before the "
-          f"run and {reference_loop_s():.2f} s after it (compare runs only at similar figures)")
+    print(speed(before))
     cleanup(var)
+
+
+def run_in_process(name: str, run, report, **kwargs) -> None:
+    """The same for a benchmark that needs no services: a database of its own, `run`, its report."""
+    var = configure(name)
+    before = reference_loop_s()
+    print(report(run(**kwargs)))
+    print(speed(before))
+    cleanup(var)
+
+
+def speed(before: float) -> str:
+    """The line every benchmark ends with: the reference loop before the run (`before`) and now."""
+    return (f"this machine's speed: a reference loop of 5,000,000 Python additions took {before:.2f} s before the "
+            f"run and {reference_loop_s():.2f} s after it (compare runs only at similar figures)")
 
 
 def reference_loop_s() -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import reference_loop_s  # noqa: E402
+from bench.harness import reference_loop_s, speed  # noqa: E402
 from market.bids import bid_price  # noqa: E402
 from market.billing import SPOT, PodUsage, PriceSeries, daily_bills  # noqa: E402
 from market.engine import (  # noqa: E402
@@ -247,8 +247,7 @@ def main() -> None:
     print(f"(a) 20 instance types x {DAY} one-minute ticks: {seconds:.3f} s "
           f"({seconds / (20 * DAY) * 1e6:.1f} us per tick)")
     report_fleet(args.seed, args.jobs, args.capacity)
-    print(f"this machine's speed: a reference loop of 5,000,000 Python additions took {before:.2f} s before the "
-          f"run and {reference_loop_s():.2f} s after it (compare runs only at similar figures)")
+    print(speed(before))
 
 
 if __name__ == "__main__":

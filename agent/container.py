@@ -32,7 +32,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -403,28 +402,23 @@ class ContainerExecutor(ProcessExecutor):
                 found[name] = state.strip().lower()
         return found
 
-    def reconcile(self) -> None:
-        """At start: adopt our running containers, report those that ended, remove the unknown."""
+    def _census(self):
+        """reconcile's questions, answered from one listing of this agent's containers."""
         containers = self._containers()
-        adopted = []
-        for pod_id, st in self._load_state().items():
-            pod = PodProcess.from_state(pod_id, st)
+
+        def alive(pod: PodProcess) -> bool:
             # Docker says "running"; Podman 4 says "Up 3 minutes ago".
-            if containers.pop(pod.container, "").startswith(("running", "up ")):
-                adopted.append(pod)
-            else:
-                log.info("pod %s ended while the agent was away", pod_id)
-                self._finish(pod)
-        with self._lock:
-            for pod in adopted:
-                self.pods[pod.pod_id] = pod
-            self._save_state()
-        for pod in adopted:
-            log.info("adopted running pod %s (container %s)", pod.pod_id, pod.container)
-            threading.Thread(target=self._watch, args=(pod,), name=f"pod-{pod.pod_id}", daemon=True).start()
-        for name in containers:
-            log.warning("removing container %s: no pod of this agent owns it", name)
-            self._cli(["rm", "--force", name])
+            return containers.pop(pod.container, "").startswith(("running", "up "))
+
+        def remove_orphans(adopted: list[PodProcess]) -> None:
+            for name in set(containers) - {p.container for p in adopted}:
+                log.warning("removing container %s: no pod of this agent owns it", name)
+                self._cli(["rm", "--force", name])
+
+        return alive, remove_orphans
+
+    def _runs_as(self, pod: PodProcess) -> str:
+        return f"container {pod.container}"
 
     def _cli(self, args: list[str], *, env: dict | None = None, timeout: float = CLI_TIMEOUT_S
              ) -> subprocess.CompletedProcess:

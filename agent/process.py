@@ -367,11 +367,12 @@ class ProcessExecutor:
             return {}
 
     def reconcile(self) -> None:
-        """At start: adopt our pods still alive, report those that ended, kill orphaned groups."""
+        """At start: adopt our pods still alive, report those that ended, remove what no pod owns."""
+        alive, remove_orphans = self._census()
         adopted = []
         for pod_id, st in self._load_state().items():
             pod = PodProcess.from_state(pod_id, st)
-            if procs.group_alive(pod.pgid):
+            if alive(pod):
                 adopted.append(pod)
             else:
                 log.info("pod %s ended while the agent was away", pod_id)
@@ -381,12 +382,23 @@ class ProcessExecutor:
                 self.pods[pod.pod_id] = pod
             self._save_state()
         for pod in adopted:
-            log.info("adopted running pod %s (process group %s)", pod.pod_id, pod.pgid)
+            log.info("adopted running pod %s (%s)", pod.pod_id, self._runs_as(pod))
             threading.Thread(target=self._watch, args=(pod,), name=f"pod-{pod.pod_id}", daemon=True).start()
-        owned = {p.pgid for p in adopted}
-        for pgid in procs.groups_with_env(MARKER, self.marker) - owned:
-            log.warning("killing orphaned pod process group %s", pgid)
-            procs.signal_group(pgid, signal.SIGKILL)
+        remove_orphans(adopted)
+
+    def _census(self):
+        """What reconcile asks of the runtime: whether a pod of the state file still runs, and how
+        to remove what runs for this agent that no adopted pod owns."""
+
+        def remove_orphans(adopted: list[PodProcess]) -> None:
+            for pgid in procs.groups_with_env(MARKER, self.marker) - {p.pgid for p in adopted}:
+                log.warning("killing orphaned pod process group %s", pgid)
+                procs.signal_group(pgid, signal.SIGKILL)
+
+        return (lambda pod: procs.group_alive(pod.pgid)), remove_orphans
+
+    def _runs_as(self, pod: PodProcess) -> str:
+        return f"process group {pod.pgid}"
 
     def run(self) -> None:
         self.reconcile()

@@ -61,9 +61,10 @@ from __future__ import annotations
 import heapq
 from datetime import datetime, timedelta
 
+from . import reservation
 from .capacity import CapacityView, Scope
 from .decisions import (
-    BID_BELOW_PRICE, BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NO_STOCK, QUEUING,
+    BID_BELOW_PRICE, BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NEVER_FITS, NO_STOCK, QUEUING,
     QUOTA_NODES_BUSY, RECLAIMED, STOCK_SHORT, UNKNOWN_QUOTA, WAITING_FOR_TERMINATION, Admission,
     Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason,
 )
@@ -135,6 +136,10 @@ class Cycle:
         self.stock_candidates: Candidates | None = None
         self.own_tried: set[str] = set()  # Acceptable jobs that did not fit In Quota in pass 1
         self.outcomes: dict[tuple, tuple] = {}  # see _like_an_earlier_job
+        # queue -> the reservation of its head, None when its head needs none (see _reserve)
+        self.reservations: dict[str, reservation.Reservation | None] = {}
+        self.reserved: dict[str, tuple] = {}  # job id -> (time, nodes) of its reservation
+        self.held_nodes: set[str] = set()  # reserved nodes: no later job preempts a pod there
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
         queues: dict[str, list[PendingJob]] = {}
@@ -261,6 +266,10 @@ class Cycle:
         names = self._queue_names("quota:")
         later = self._guaranteed_pass({n: self.queues[n] for n in names})
         self._in_fair_order(later, self._idle_turn)
+        for held in self.reservations.values():
+            if held is not None:
+                self._backfill_short_jobs(held)
+                self._say_reserved(held)
 
     def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn) -> None:
         """Give each job of `queues` its turn, the heads of all queues in one fair order.
@@ -285,6 +294,8 @@ class Cycle:
 
         def turn(job: PendingJob, rest: list[PendingJob]) -> bool:
             outcome = self._like_an_earlier_job("in quota", job, self._attempt_in_quota)
+            if outcome == WAITS:
+                self._reserve(job)
             if outcome == LATER:
                 later.setdefault(queue_of(job), []).append(job)
             if outcome == ADMITTED or not self._strict(job):
@@ -308,6 +319,75 @@ class Cycle:
             self._hold_behind(job, rest)
             return False
         return True
+
+    # ---- reservations (scheduler/reservation.py) ---------------------------------------------
+
+    def _reserve(self, job: PendingJob) -> None:
+        """The first job of a backfill queue that waits in pass 1 is its head: unless it waits for
+        terminating pods (it holds that capacity already) or can never fit its quota's nodes, it
+        gets the earliest fit on them, and their free capacity it will need is held."""
+        name = queue_of(job)
+        quota = self.tree.quotas.get(job.quota_id or "")
+        if name in self.reservations or quota is None or not quota.backfill:
+            return
+        self.reservations[name] = None
+        if job.oversold_type == FORCE or self.waiting[job.job_id][0] in (
+                WAITING_FOR_TERMINATION, NEVER_FITS):
+            return
+        own, _ = self._quota_scopes(quota)
+        found = reservation.find(self.view, own, job, self.now)
+        if found is None:
+            return
+        at, placed, freed = found
+        held = {node: self.view.block(node, amounts)
+                for node, amounts in reservation.to_hold(self.view, placed, freed).items()}
+        nodes = tuple(sorted({node for _, node in placed}))
+        self.held_nodes.update(nodes)
+        self.reclaim_candidates.clear()  # built before these nodes were off limits
+        self.reservations[name] = reservation.Reservation(job, name, at, nodes, held,
+                                                          len(self.admissions))
+
+    def _backfill_short_jobs(self, held: reservation.Reservation) -> None:
+        """Jobs behind the head that are expected to end before its reservation may use the
+        capacity held for it: they delay nothing. Only In Quota, on the quota's own nodes."""
+        quota = self.tree.quotas[held.job.quota_id]
+        if quota.queue_strategy == STRICT_FIFO:
+            return  # the jobs behind the head are held there
+        for node, kept in held.held.items():
+            self.view.unblock(node, kept)
+        own, _ = self._quota_scopes(quota)
+        jobs = self.queues[held.queue]
+        for job in jobs[jobs.index(held.job) + 1:]:
+            run = reservation.expected_run(job, quota)
+            if (job.job_id not in self.waiting or job.oversold_type == FORCE or run is None
+                    or self.now + run > held.at
+                    or self.tree.short_quota(quota.id, job.need) is not None):
+                continue
+            placed = place_gang(self.view, own, job.pods)
+            if placed is not None:
+                del self.waiting[job.job_id]
+                self._admit(job, placed, KIND_GUARANTEED)
+        for node, (from_releasing, from_free, _) in held.held.items():
+            state = self.view.states[node]
+            self.view.block(node, tuple(from_releasing[i] + min(from_free[i], state.free[i])
+                                        for i in range(3)))
+
+    def _say_reserved(self, held: reservation.Reservation) -> None:
+        backfilled = sum(1 for a in self.admissions[held.admitted_before:]
+                         if a.quota_id == held.job.quota_id and a.kind == KIND_GUARANTEED)
+        code, message, waiting_for = self.waiting[held.job.job_id]
+        text = reservation.describe(held, backfilled, self.now)
+        self.waiting[held.job.job_id] = (code, f"{text}. Now: {message}", waiting_for)
+        self.reserved[held.job.job_id] = (held.at, held.nodes)
+        gpus = sum(r[0] + f[0] for r, f, _ in held.held.values())
+        if not gpus:
+            return
+        jobs = self.queues[held.queue]
+        more = f"; {gpus} GPU held for job {held.job.job_id}'s reservation"
+        for job in jobs[jobs.index(held.job) + 1:]:
+            found = self.waiting.get(job.job_id)
+            if found is not None and found[0] != HELD_BEHIND_HEAD:
+                self.waiting[job.job_id] = (found[0], found[1] + more, found[2])
 
     @staticmethod
     def _head_key(job: PendingJob) -> tuple:
@@ -437,7 +517,8 @@ class Cycle:
         found = self.reclaim_candidates.get(key)
         if found is None:
             found = self.reclaim_candidates[key] = Candidates(
-                self.view, lambda p: self._may_preempt(p, job, quota, borrowers),
+                self.view, lambda p: (p.node not in self.held_nodes
+                                      and self._may_preempt(p, job, quota, borrowers)),
                 lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
         return found
 
@@ -635,7 +716,8 @@ class Cycle:
                     code, message, waiting_for = found
                     status = BIDDING if job.source == SOURCE_SPOT else QUEUING
                     waiting.append(WaitReason(job.job_id, status, code, message, name,
-                                              position, waiting_for))
+                                              position, waiting_for,
+                                              *self.reserved.get(job.job_id, (None, ()))))
         return Decisions(
             admissions=tuple(sorted(self.admissions, key=lambda a: a.job_id)),
             preemptions=tuple(sorted(self.preemptions, key=lambda p: p.pod_id)),

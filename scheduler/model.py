@@ -68,6 +68,8 @@ class Quota:
     # How long its jobs typically run (the snapshot's estimate from its finished jobs): what a
     # job without a maximum running time is expected to take (scheduler/reservation.py).
     typical_run: timedelta | None = None
+    # Its share of idle capacity when several quotas borrow (scheduler/fair_share.py).
+    weight: Decimal = Decimal(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ class RunningPod:
     terminating: bool = False  # being stopped: still holds capacity, never a victim
     bid: Decimal | None = None  # spot only
     protection_until: datetime | None = None  # spot only
-    expected_end: datetime | None = None  # reservation.expected_end; None: not known
+    expected_end: datetime | None = None  # by its maximum running time (scheduler/reservation.py)
 
 
     def work_since(self) -> datetime:

@@ -69,6 +69,7 @@ from .decisions import (
     Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason,
 )
 from .explain import lent_out, no_room, no_stock, quota_full
+from .fair_share import Shares
 from .model import (
     FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT, SOURCE_PAYG, SOURCE_SPOT,
     STRICT_FIFO, PendingJob, Quota, RunningPod, Snapshot,
@@ -140,6 +141,7 @@ class Cycle:
         self.reservations: dict[str, reservation.Reservation | None] = {}
         self.reserved: dict[str, tuple] = {}  # job id -> (time, nodes) of its reservation
         self.held_nodes: set[str] = set()  # reserved nodes: no later job preempts a pod there
+        self.shares = Shares(snapshot.pods)  # borrowed capacity per quota (fair_share.py)
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
         queues: dict[str, list[PendingJob]] = {}
@@ -265,20 +267,23 @@ class Cycle:
         """
         names = self._queue_names("quota:")
         later = self._guaranteed_pass({n: self.queues[n] for n in names})
-        self._in_fair_order(later, self._idle_turn)
+        self._in_fair_order(later, self._idle_turn, self._borrow_key)
         for held in self.reservations.values():
             if held is not None:
                 self._backfill_short_jobs(held)
                 self._say_reserved(held)
 
-    def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn) -> None:
-        """Give each job of `queues` its turn, the heads of all queues in one fair order.
+    def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn, key=None) -> None:
+        """Give each job of `queues` its turn, the heads of all queues in one fair order
+        (`key`, _head_key by default).
 
         turn(job, rest) is True to go on with the queue, False to stop it (`rest` are the
-        jobs behind `job`, which the turn has dealt with).
+        jobs behind `job`, which the turn has dealt with). A turn changes only its own queue's
+        key (its quota's borrowed share), so the keys of the other heads stay true.
         """
+        key = key or self._head_key
         pos = dict.fromkeys(queues, 0)
-        heap = [(self._head_key(jobs[0]), name) for name, jobs in queues.items() if jobs]
+        heap = [(key(jobs[0]), name) for name, jobs in queues.items() if jobs]
         heapq.heapify(heap)
         while heap:
             _, name = heapq.heappop(heap)
@@ -286,7 +291,7 @@ class Cycle:
             job = jobs[pos[name]]
             pos[name] += 1
             if turn(job, jobs[pos[name]:]) and pos[name] < len(jobs):
-                heapq.heappush(heap, (self._head_key(jobs[pos[name]]), name))
+                heapq.heappush(heap, (key(jobs[pos[name]]), name))
 
     def _guaranteed_pass(self, queues: dict[str, list[PendingJob]]) -> dict[str, list]:
         """Pass 1; returns the jobs left for pass 2, per queue, in queue order."""
@@ -335,7 +340,7 @@ class Cycle:
                 WAITING_FOR_TERMINATION, NEVER_FITS):
             return
         own, _ = self._quota_scopes(quota)
-        found = reservation.find(self.view, own, job, self.now)
+        found = reservation.find(self.view, own, job, self.tree.quotas, self.now)
         if found is None:
             return
         at, placed, freed = found
@@ -394,6 +399,18 @@ class Cycle:
         """Fair order across queues, Kueue style: jobs that only borrow go after the others,
         then job_order."""
         return (job.oversold_type == FORCE,) + job_order(job)
+
+    def _borrow_key(self, job: PendingJob) -> tuple:
+        """Pass 2, where jobs borrow: as _head_key, but the quota furthest below its weighted
+        share of idle capacity first (fair_share.py)."""
+        return (job.oversold_type == FORCE, self._share(job.quota_id)) + job_order(job)
+
+    def _share(self, qid: str | None, at_start: bool = False):
+        quota = self.tree.quotas.get(qid or "")
+        if quota is None:
+            return 0
+        _, idle = self._quota_scopes(quota)
+        return self.shares.share(quota.id, idle.capacity, quota.weight, at_start)
 
     def _strict(self, job: PendingJob) -> bool:
         quota = self.tree.quotas.get(job.quota_id or "")
@@ -519,7 +536,8 @@ class Cycle:
             found = self.reclaim_candidates[key] = Candidates(
                 self.view, lambda p: (p.node not in self.held_nodes
                                       and self._may_preempt(p, job, quota, borrowers)),
-                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
+                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id],
+                                        self._share(p.quota_id, at_start=True)))
         return found
 
     def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota,
@@ -620,6 +638,8 @@ class Cycle:
                                                                             rn[0].index)))
         if kind == KIND_GUARANTEED:
             self.tree.add_usage(job.quota_id, job.need)
+        elif kind == KIND_IDLE:
+            self.shares.add(job.quota_id, job.need)
         quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))

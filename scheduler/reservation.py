@@ -10,8 +10,10 @@ nodes (the head counts on each of them ending). Nothing is kept across cycles: e
 the reservation again from its own now, and the held capacity is free again to that computation,
 so the reserved nodes stay the head's first choice.
 
-Expected ends. A pod's job is expected to run for its maximum running time where it has one,
-else for its quota's typical run (the snapshot's estimate from the quota's finished jobs). A pod
+Expected ends. A job is expected to run for its maximum running time where it has one (a running
+pod's `expected_end`, set by the snapshot), else for its quota's typical run: the median run of
+the quota's jobs that finished in the last TYPICAL_DAYS (`typical_run`; the live snapshot and the
+trace replay both compute it so, and give it as Quota.typical_run). A pod
 past its expected end, or whose end is not known, is expected to end OVERDUE_STEP from now: a
 job that outlives its estimate moves the reservation's time, never its nodes, and what the
 reserved nodes hold is never given to a longer job, so the head is not starved.
@@ -19,14 +21,23 @@ reserved nodes hold is never given to a longer job, so the head is not starved.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .capacity import CapacityView, Scope
-from .model import PendingJob, Quota
+from .model import PendingJob, Quota, RunningPod
 from .placement import place_gang
 
 OVERDUE_STEP = timedelta(minutes=5)
+TYPICAL_DAYS = 14
+
+
+def typical_run(runs: Iterable[timedelta]) -> timedelta | None:
+    """A quota's typical run from its jobs' runs that finished in the last TYPICAL_DAYS."""
+    runs = list(runs)
+    return statistics.median_low(runs) if runs else None
 
 
 def expected_end(started_at: datetime, max_run: timedelta | None,
@@ -40,10 +51,23 @@ def expected_run(job: PendingJob, quota: Quota) -> timedelta | None:
     return job.max_run or quota.typical_run
 
 
+def pod_end(pod: RunningPod, quotas: dict[str, Quota]) -> datetime | None:
+    """A running pod's expected end: its own (from a maximum running time), else its quota's
+    typical run from its start."""
+    if pod.expected_end is not None:
+        return pod.expected_end
+    quota = quotas.get(pod.quota_id or "")
+    return expected_end(pod.started_at, None, quota.typical_run if quota else None)
+
+
 def counted_end(end: datetime | None, now: datetime) -> datetime:
-    """The time a pod is counted as gone: its expected end, at the earliest now + OVERDUE_STEP."""
+    """The time a pod is counted as gone: its expected end, at the earliest now + OVERDUE_STEP,
+    plus a thousandth of its overrun, so that of two overdue pods the one that has overrun less
+    is counted to end first (runs are heavy-tailed: the longer one has run, the longer it runs)."""
     soonest = now + OVERDUE_STEP
-    return soonest if end is None or end < soonest else end
+    if end is None:
+        return soonest
+    return end if end >= soonest else soonest + (soonest - end) / 1000
 
 
 @dataclass
@@ -56,13 +80,14 @@ class Reservation:
     admitted_before: int  # admissions made before it: the ones after it in its queue backfilled
 
 
-def find(view: CapacityView, scope: Scope, job: PendingJob, now: datetime):
+def find(view: CapacityView, scope: Scope, job: PendingJob, quotas: dict[str, Quota],
+         now: datetime):
     """(time, placement, capacity freed by then per node) of the earliest fit, or None when the
     gang would not fit the scope even with every pod gone."""
     by_time: dict[datetime, dict[str, list[int]]] = {}
     for name in scope.names:
         for pod in view.states[name].pods:
-            acc = by_time.setdefault(counted_end(pod.expected_end, now), {}).setdefault(
+            acc = by_time.setdefault(counted_end(pod_end(pod, quotas), now), {}).setdefault(
                 name, [0, 0, 0])
             for i, amount in enumerate(pod.resources.as_tuple()):
                 acc[i] += amount

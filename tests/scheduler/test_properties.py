@@ -23,7 +23,7 @@ from scheduler.decisions import (
 from scheduler.placement import gang_fits, place_gang
 from scheduler.plan import Cycle
 from scheduler.quota_tree import QuotaTree
-from scheduler.reservation import counted_end, expected_run
+from scheduler.reservation import counted_end, expected_run, pod_end
 from scheduler.spot import reserve
 
 from .builders import NOW
@@ -392,14 +392,14 @@ def test_no_job_planned_after_a_reserved_head_delays_it(snap):
     d = plan(snap, NOW)
     if d.preemptions:
         return
-    quotas = {q.id: q for q in snap.quotas}
     jobs = {j.job_id: j for j in snap.jobs}
+    quotas = {q.id: q for q in snap.quotas}
     for w in d.waiting:
         if w.reserved_from is None:
             continue
         head, at = jobs[w.job_id], w.reserved_from
         left = [p for p in snap.pods if p.node in w.reserved_nodes
-                and counted_end(p.expected_end, NOW) > at]
+                and counted_end(pod_end(p, quotas), NOW) > at]
         for a in d.admissions:
             job = jobs[a.job_id]
             run = expected_run(job, quotas[job.quota_id]) if job.quota_id in quotas else None

@@ -8,12 +8,13 @@ Public API (all importable from `scheduler`):
       Node(name, instance_type, capacity: Resources, quota_id=None, ready=True, gpu_ids=None)
       Quota(id, tenant, parent_id=None, resource_type='ECS'|'Lingjun',
             queue_strategy='StrictFIFO'|'BestEffort', allow_priority_preemption=False,
-            min_runtime_s=0)
+            min_runtime_s=0, backfill=False, typical_run: timedelta|None, weight=Decimal(1))
       RunningPod(pod_id, job_id, node, resources, kind='guaranteed'|'idle'|'spot'|'payg',
                  started_at, quota_id, priority, gpu_indices, last_checkpoint_at,
-                 terminating, bid, protection_until)
+                 terminating, bid, protection_until, expected_end: datetime|None)
       PendingJob(job_id, submitted_at, pods: tuple[PodRequest], quota_id, workspace,
-                 oversold_type, priority 1-9, source='quota'|'spot'|'payg', bid: Decimal|None)
+                 oversold_type, priority 1-9, source='quota'|'spot'|'payg', bid: Decimal|None,
+                 max_run: timedelta|None)
       PodRequest(role, index, resources, instance_type=None)
       MarketState(instance_type, price, avg_price_1h, resource_type)
 
@@ -25,7 +26,8 @@ Public API (all importable from `scheduler`):
                    by_job, by_quota, price, bid)); code reclaimed | higher_priority | outbid |
                    stock_short. Spot releases are preemptions too (outbid / stock_short).
       waiting:     WaitReason(job_id, status 'Queuing'|'Bidding', code, message, queue,
-                   position, waiting_for_pods) for every pending job not admitted.
+                   position, waiting_for_pods, reserved_from, reserved_nodes) for every
+                   pending job not admitted; a reserved head names its reservation.
 
       Codes are constants in scheduler.decisions (QUOTA_FULL, PARENT_QUOTA_FULL,
       QUOTA_NODES_BUSY, NO_IDLE_CAPACITY, GANG_DOES_NOT_FIT, NEVER_FITS,
@@ -36,7 +38,7 @@ The integrator applies the decisions in one transaction: bind admitted pods to t
 GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in later snapshots;
 set protection_until for spot), mark preempted pods terminating (they must stay in the next
 snapshots with terminating=True until they are gone, or the cycle would preempt again), and
-store each waiting job's reason and position. Nothing is reserved across cycles: a job that
+store each waiting job's reason and position. Nothing is kept across cycles: a job that
 waits for terminating pods competes for them next cycle, but In Quota placement comes before
 any idle placement (step 5), so no borrower takes capacity a lender's job can use then. Within
 a cycle such a job holds the capacity it waits for and, when it fits its guarantee, books that
@@ -52,7 +54,11 @@ The cycle, in numbered steps (see Cycle.run):
      first, then priority, then submit time), in two passes: first In Quota only (admitted,
      or reclaims capacity and waits for its victims, or waits with a reason), then Not in
      Quota for the jobs that may borrow. A blocked head holds the rest of a StrictFIFO queue;
-     BestEffort queues backfill past it.
+     BestEffort queues backfill past it: freely, or, where the quota has `backfill`, behind a
+     reservation for the head that no later In Quota job delays (scheduler/reservation.py;
+     what it holds is free to borrowers in pass 2, whom the head reclaims when its time
+     comes). Pass 2 takes the borrowing quotas furthest below their weighted share of idle
+     capacity first (scheduler/fair_share.py).
   6. Number the waiting jobs of each queue and return the decisions, sorted.
 """
 
@@ -267,10 +273,10 @@ class Cycle:
         """
         names = self._queue_names("quota:")
         later = self._guaranteed_pass({n: self.queues[n] for n in names})
+        self._release_reservations()
         self._in_fair_order(later, self._idle_turn, self._borrow_key)
         for held in self.reservations.values():
             if held is not None:
-                self._backfill_short_jobs(held)
                 self._say_reserved(held)
 
     def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn, key=None) -> None:
@@ -352,30 +358,37 @@ class Cycle:
         self.reservations[name] = reservation.Reservation(job, name, at, nodes, held,
                                                           len(self.admissions))
 
+    def _release_reservations(self) -> None:
+        """After pass 1, what each reservation held goes first to the jobs behind its head that
+        are expected to end before it (they delay nothing), then back to everyone: pass 2 only
+        borrows, and a borrower on a reserved node is the head's to reclaim once the rest of the
+        node is free (preemption victims on those nodes stay the head's alone meanwhile)."""
+        for held in self.reservations.values():
+            if held is not None:
+                for node, kept in held.held.items():
+                    self.view.unblock(node, kept)
+                self._backfill_short_jobs(held)
+        if any(self.reservations.values()):
+            self.failed = FailedShapes()  # free capacity grew: what failed may fit now
+
     def _backfill_short_jobs(self, held: reservation.Reservation) -> None:
-        """Jobs behind the head that are expected to end before its reservation may use the
-        capacity held for it: they delay nothing. Only In Quota, on the quota's own nodes."""
+        """In Quota, on the quota's own nodes; not in a StrictFIFO queue, which holds them."""
         quota = self.tree.quotas[held.job.quota_id]
         if quota.queue_strategy == STRICT_FIFO:
-            return  # the jobs behind the head are held there
-        for node, kept in held.held.items():
-            self.view.unblock(node, kept)
+            return
         own, _ = self._quota_scopes(quota)
         jobs = self.queues[held.queue]
         for job in jobs[jobs.index(held.job) + 1:]:
             run = reservation.expected_run(job, quota)
-            if (job.job_id not in self.waiting or job.oversold_type == FORCE or run is None
-                    or self.now + run > held.at
+            wait = self.waiting.get(job.job_id)
+            if (wait is None or wait[0] == WAITING_FOR_TERMINATION or job.oversold_type == FORCE
+                    or run is None or self.now + run > held.at
                     or self.tree.short_quota(quota.id, job.need) is not None):
                 continue
             placed = place_gang(self.view, own, job.pods)
             if placed is not None:
                 del self.waiting[job.job_id]
                 self._admit(job, placed, KIND_GUARANTEED)
-        for node, (from_releasing, from_free, _) in held.held.items():
-            state = self.view.states[node]
-            self.view.block(node, tuple(from_releasing[i] + min(from_free[i], state.free[i])
-                                        for i in range(3)))
 
     def _say_reserved(self, held: reservation.Reservation) -> None:
         backfilled = sum(1 for a in self.admissions[held.admitted_before:]

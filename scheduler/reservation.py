@@ -3,20 +3,21 @@
 A queue whose quota has `backfill` on gives the first job of it that waits, its head, a
 reservation: the earliest time its gang fits the quota's own nodes, counting each running pod as
 gone at its expected end, and the nodes it fits then. Free capacity of those nodes that the head
-will need at that time is held for the rest of the cycle (CapacityView.block): a job behind it
-starts only on capacity the head does not need, or, if it is expected to end before the
-reservation's time, on the held capacity too; no job planned after it preempts a pod on those
-nodes (the head counts on each of them ending). Nothing is kept across cycles: each cycle computes
-the reservation again from its own now, and the held capacity is free again to that computation,
-so the reserved nodes stay the head's first choice.
+will need at that time is held through the In Quota pass (CapacityView.block): a job behind it
+starts In Quota only on capacity the head does not need, or, if it is expected to end before the
+reservation's time, on the held capacity too. Then borrowers may use what is held: they are
+preemptible, and the head reclaims them once the rest of its nodes is free. No job planned after
+the head preempts a pod on those nodes (the head counts on each of them ending). Nothing is kept
+across cycles: each cycle computes the reservation again from its own now, and the held capacity
+is free again to that computation, so the reserved nodes stay the head's first choice.
 
 Expected ends. A job is expected to run for its maximum running time where it has one (a running
 pod's `expected_end`, set by the snapshot), else for its quota's typical run: the median run of
 the quota's jobs that finished in the last TYPICAL_DAYS (`typical_run`; the live snapshot and the
-trace replay both compute it so, and give it as Quota.typical_run). A pod
-past its expected end, or whose end is not known, is expected to end OVERDUE_STEP from now: a
-job that outlives its estimate moves the reservation's time, never its nodes, and what the
-reserved nodes hold is never given to a longer job, so the head is not starved.
+trace replay both compute it so, and give it as Quota.typical_run). A pod past its expected end,
+or whose end is not known, is expected to end OVERDUE_STEP from now (see counted_end): a job that
+outlives its estimate moves the reservation's time, not the capacity held on its nodes, which no
+longer In Quota job gets, so the head is not starved.
 """
 
 from __future__ import annotations

@@ -107,3 +107,18 @@ def test_a_pod_without_a_maximum_running_time_is_expected_to_end_after_its_quota
     jobs = [make_job("big").gpus(8).priority(9)]
     d = plan(snapshot([node("n1", "q1")], BACKFILL, pods, jobs), NOW)
     assert d.wait_reason("big").reserved_from == NOW + timedelta(minutes=150)
+
+
+def test_a_borrower_may_use_the_reserved_capacity_and_the_head_reclaims_it_when_the_node_frees():
+    quotas = [quota("root"), quota("q1", "root", backfill=True, typical_run=timedelta(hours=3)),
+              quota("q2", "root")]
+    nodes = [node("n1", "q1"), node("n2", "q2")]
+    pods = [make_pod("own").on("n1").gpus(4).ends_in(60), make_pod("full").on("n2").quota("q2").gpus(8)]
+    jobs = [make_job("big").gpus(8).priority(9), make_job("borrower").quota("q2").force().gpus(4)]
+    d = plan(snapshot(nodes, quotas, pods, jobs), NOW)
+    assert [(a.job_id, a.kind) for a in d.admissions] == [("borrower", "idle")]
+    assert d.wait_reason("big").reserved_nodes == ("n1",)
+    # An hour later q1's own pod has ended: the head reclaims the borrower's half of n1.
+    idle = make_pod("borrowed").on("n1").quota("q2").idle().gpus(4).started(60).build()
+    d = plan(snapshot(nodes, quotas, [pods[1], idle], [jobs[0]]), NOW)
+    assert d.preempted_pod_ids() == ("borrowed",)

@@ -279,7 +279,7 @@ def _quota_request(body: dict) -> services.QuotaRequest:
         description=given("Description", ""),
         resource_type=given("ResourceType", None),
         queue_strategy=given("QueueStrategy", QueueStrategy.BEST_EFFORT),
-        **_config(body.get("QuotaConfig"), {"allow_priority_preemption": False, "backfill": True}),
+        **_config(body.get("QuotaConfig"), {"allow_priority_preemption": False}),
         node_counts=_node_specs(body.get("Min")),
         labels=given("Labels", ()),
     )

@@ -119,8 +119,10 @@ class Quota(models.Model):
         default=0, help_text="An idle pod borrowing this quota's nodes runs at least this long."
     )
     # Scheduling settings (scheduler/reservation.py, scheduler/fair_share.py).
+    # Off by default: on traces whose jobs give no maximum running time it made queueing worse
+    # (docs/design.md, rule 6), so a quota turns it on where its jobs' ends can be told.
     backfill = models.BooleanField(
-        default=True, help_text="The first job of the queue that does not fit reserves the nodes where it "
+        default=False, help_text="The first job of the queue that does not fit reserves the nodes where it "
         "fits earliest; the jobs behind it start only if they do not delay it."
     )
     weight = models.DecimalField(

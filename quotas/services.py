@@ -161,7 +161,7 @@ class QuotaRequest:
     queue_strategy: Any = QueueStrategy.BEST_EFFORT
     allow_priority_preemption: bool = False
     min_runtime_before_preemption_s: int = 0
-    backfill: Any = True
+    backfill: Any = False
     weight: Any = Decimal(1)
     workspace_ids: tuple[int, ...] = ()
     node_ids: tuple[int, ...] = ()

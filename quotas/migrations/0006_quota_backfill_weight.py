@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='quota',
             name='backfill',
-            field=models.BooleanField(default=True, help_text='The first job of the queue that does not fit reserves the nodes where it fits earliest; the jobs behind it start only if they do not delay it.'),
+            field=models.BooleanField(default=False, help_text='The first job of the queue that does not fit reserves the nodes where it fits earliest; the jobs behind it start only if they do not delay it.'),
         ),
         migrations.AddField(
             model_name='quota',

@@ -16,10 +16,10 @@ def nlp(demo_cluster):
 
 def test_update_quota_sets_backfill_and_weight_and_get_quota_shows_them(live_server, alice_key, nlp):
     response = signed(live_server, alice_key, "PUT", f"/api/v1/quotas/{nlp.quota_id}",
-                      body={"QuotaConfig": {"EnableBackfill": False, "FairShareWeight": "2.5"}})
+                      body={"QuotaConfig": {"EnableBackfill": True, "FairShareWeight": "2.5"}})
     assert response.status_code == 200, response.text
     config = signed(live_server, alice_key, "GET", f"/api/v1/quotas/{nlp.quota_id}").json()["QuotaConfig"]
-    assert (config["EnableBackfill"], config["FairShareWeight"]) == (False, "2.50")
+    assert (config["EnableBackfill"], config["FairShareWeight"]) == (True, "2.50")
     assert config["EnableSelfQuotaPreemption"] is False  # left as it was
 
 
@@ -34,5 +34,10 @@ def test_a_bad_weight_is_refused_naming_the_field_and_what_is_allowed(live_serve
     assert str(nlp.weight) == "1.00"
 
 
-def test_a_new_quota_backfills_by_default(nlp):
-    assert nlp.backfill is True
+def test_a_quota_backfills_only_once_asked(live_server, alice_key, nlp):
+    assert nlp.backfill is False
+    response = signed(live_server, alice_key, "PUT", f"/api/v1/quotas/{nlp.quota_id}",
+                      body={"QuotaConfig": {"EnableBackfill": True}})
+    assert response.status_code == 200, response.text
+    nlp.refresh_from_db()
+    assert (nlp.backfill, str(nlp.weight)) == (True, "1.00")

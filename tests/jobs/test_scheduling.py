@@ -11,7 +11,7 @@ from cycle import snapshot
 from cycle import tasks as cycle_tasks
 from jobs.models import Job, JobEvent, Pod, PodEvent
 from jobs.services import create_job
-from quotas.models import Node, NodeStatus, Workspace
+from quotas.models import Node, NodeStatus, Quota, Workspace
 from tests.jobs.conftest import CV, NLP, T0, make_request, report
 
 
@@ -574,6 +574,7 @@ def test_a_reserved_8_gpu_job_starts_while_1_gpu_jobs_keep_arriving(bob, cycle, 
     def gpus(n: int):
         return make_request(roles=[RoleRequest(image="x", resources=PodResources(n, 4, 16384))])
 
+    Quota.objects.filter(name="nlp-team").update(backfill=True)
     first, second = "nlp-team-gn6v-c8g1-0", "nlp-team-gn6v-c8g1-1"
     small = [create_job(bob, gpus(1)) for _ in range(16)]  # nlp-team's 16 GPUs, one a job
     cycle()

@@ -30,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", required=True,
                             help="virtual clusters CSV: vc, node num [, gpus_per_node]")
         parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
-        parser.add_argument("--backfill", choices=("on", "off"), default="on",
+        parser.add_argument("--backfill", choices=("on", "off"), default="off",
                             help="on: the head job of each quota's queue that does not fit gets "
                                  "a reservation, and the jobs behind it must not delay it; "
                                  "off: they pass it freely (the quota setting Backfill)")

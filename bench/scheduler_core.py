@@ -125,9 +125,9 @@ def main() -> None:
     parser.add_argument("--scales", default="1,2,4")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--backfill", choices=("on", "off"), default="on",
-                        help="the leaf quotas backfill behind a reservation, their jobs typically "
-                             "running an hour (the quota setting Backfill; on in the console)")
+    parser.add_argument("--backfill", choices=("on", "off"), default="off",
+                        help="on: the leaf quotas backfill behind a reservation, their jobs "
+                             "typically running an hour (the quota setting Backfill, off by default)")
     args = parser.parse_args()
     print(f"{'scale':>5} {'nodes':>6} {'quotas':>6} {'pods':>6} {'jobs':>6} "
           f"{'admit':>6} {'preempt':>7} {'wait':>6} {'best s':>7} {'median s':>8} {'cpu s':>6}")

@@ -38,8 +38,13 @@ def get_visible_quota(user, quota_id: str) -> Quota:
 API_FIELDS = {
     "name": "QuotaName", "description": "Description", "parent": "ParentQuotaId", "resource_type": "ResourceType",
     "queue_strategy": "QueueStrategy", "allow_priority_preemption": "QuotaConfig.EnableSelfQuotaPreemption",
-    "labels": "Labels",
+    "backfill": "QuotaConfig.EnableBackfill", "weight": "QuotaConfig.FairShareWeight", "labels": "Labels",
 }
+# QuotaConfig keys of ours, not the SDK's (its QuotaConfig model leaves them out of a request it
+# builds, and skips them in a response): the scheduling settings of scheduler/reservation.py and
+# scheduler/fair_share.py, for a client that sends the body itself.
+CONFIG_FIELDS = {"EnableSelfQuotaPreemption": "allow_priority_preemption", "EnableBackfill": "backfill",
+                 "FairShareWeight": "weight"}
 NODE_SPEC_KEY = re.compile(r"node_specs\[(\d+)\]\.(type|count)")
 
 
@@ -122,6 +127,8 @@ class QuotaTree:
             "QuotaConfig": {
                 "EnableSelfQuotaPreemption": quota.allow_priority_preemption,
                 "EnablePreemptSubquotaWorkloads": False,
+                "EnableBackfill": quota.backfill,
+                "FairShareWeight": str(quota.weight),
             },
             "SubQuotas": [{"QuotaId": c.quota_id, "QuotaName": c.name} for c in self.children.get(quota.pk, [])],
             "Workspaces": [
@@ -243,7 +250,7 @@ LEAF = params.LEAF
 UPDATE_QUOTA_SHAPE = {
     **dict.fromkeys(("QuotaName", "Description", "QueueStrategy"), LEAF),
     "Labels": [{"Key": LEAF, "Value": LEAF}],
-    "QuotaConfig": {"EnableSelfQuotaPreemption": LEAF},
+    "QuotaConfig": dict.fromkeys(CONFIG_FIELDS, LEAF),
 }
 CREATE_QUOTA_SHAPE = {
     **UPDATE_QUOTA_SHAPE,
@@ -272,7 +279,7 @@ def _quota_request(body: dict) -> services.QuotaRequest:
         description=given("Description", ""),
         resource_type=given("ResourceType", None),
         queue_strategy=given("QueueStrategy", QueueStrategy.BEST_EFFORT),
-        allow_priority_preemption=_self_preemption(body.get("QuotaConfig"), False),
+        **_config(body.get("QuotaConfig"), {"allow_priority_preemption": False}),
         node_counts=_node_specs(body.get("Min")),
         labels=given("Labels", ()),
     )
@@ -290,18 +297,17 @@ def _quota_changes(body: dict) -> dict:
         changes["description"] = body["Description"]
     if params.given(body.get("QueueStrategy")):
         changes["queue_strategy"] = body["QueueStrategy"]
-    if (preemption := _self_preemption(body.get("QuotaConfig"), None)) is not None:
-        changes["allow_priority_preemption"] = preemption
+    changes.update(_config(body.get("QuotaConfig"), {}))
     return changes
 
 
-def _self_preemption(config, default: bool | None) -> bool | None:
+def _config(config, defaults: dict) -> dict:
+    """The QuotaConfig keys given, as quota fields, over `defaults` (the service checks them)."""
     if not params.given(config):
-        return default
+        return dict(defaults)
     if not isinstance(config, dict):
         raise invalid("QuotaConfig", "must be an object")
-    value = config.get("EnableSelfQuotaPreemption")
-    return default if value is None else value
+    return {**defaults, **{field: config[key] for key, field in CONFIG_FIELDS.items() if config.get(key) is not None}}
 
 
 def _node_specs(min_spec) -> tuple[tuple, ...]:

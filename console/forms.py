@@ -359,9 +359,10 @@ class QuotaForm(forms.ModelForm):
         model = Quota
         fields = [
             "name", "description", "parent", "resource_type", "queue_strategy", "allow_priority_preemption",
-            "min_runtime_before_preemption_s", "workspaces",
+            "min_runtime_before_preemption_s", "backfill", "weight", "workspaces",
         ]
-        labels = {"min_runtime_before_preemption_s": "Minimum runtime before preemption (s)"}
+        labels = {"min_runtime_before_preemption_s": "Minimum runtime before preemption (s)",
+                  "backfill": "Backfill behind a reservation", "weight": "Fair-share weight"}
         widgets = {"workspaces": forms.CheckboxSelectMultiple}
 
     def __init__(self, *args, user, **kwargs):
@@ -371,6 +372,7 @@ class QuotaForm(forms.ModelForm):
         if not user.is_staff and not (quota and quota.parent_id is None):
             self.fields["parent"].required = True  # a root quota needs staff
             self.fields["parent"].error_messages["required"] = "Choose the parent quota: a root quota needs a staff user."
+        self.fields["weight"].required = False
         self.fields["workspaces"].queryset = workspace_choices(user, quota)
         self.fields["nodes"].queryset = (
             assignable_nodes(quota, self._parent()).select_related("spec", "quota").order_by("spec__instance_type", "name")

@@ -7,7 +7,7 @@ window a live cycle plans (cycle/waiting.py). What it assumes:
   * a running job ends when its maximum running time (JobMaxRunningTimeMinutes) runs out, counted
     from running_at as jobs.lifecycle.enforce_max_running_time counts it; without one, after its
     quota's typical run: the median run of the quota's jobs that finished in the last
-    TYPICAL_DAYS (DEFAULT_RUN when none did). A job already past that end ends now.
+    TYPICAL_DAYS (DEFAULT_RUN when none did; cycle/typical.py). A job already past that end ends now.
   * a waiting job, once started, runs as long by the same rule;
   * no job is submitted, stopped or fails meanwhile, and the spot prices stay where they are.
 
@@ -18,8 +18,6 @@ keeps it for CACHE_S: every page and every poll of that time shares one computat
 from __future__ import annotations
 
 import dataclasses
-import statistics
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -28,16 +26,16 @@ from django.core.cache import cache
 from django.utils import timezone
 
 import scheduler
-from cycle import snapshot
+from cycle import snapshot, typical
+from cycle.typical import DEFAULT_RUN, typical_runs
 from cycle.waiting import WaitingJobs, plan_depth
 from jobs.models import Job
-from jobs.states import FINAL, WAITING
+from jobs.states import WAITING
 from scheduler.plan import pool_type
 from tracesim.forward import estimate_starts, queue_window
 
 HORIZON = timedelta(days=7)
-TYPICAL_DAYS = 14
-DEFAULT_RUN = timedelta(hours=1)
+TYPICAL_DAYS = typical.TYPICAL_DAYS  # the job page says how far back a typical run looks
 CACHE_S = 30
 CACHE_KEY = "opendlc:estimated-starts"
 CHUNK = 2000  # job ids per query (SQLite allows 32,766 parameters)
@@ -78,17 +76,6 @@ def cached_estimates(now: datetime | None = None) -> dict[str, Estimate]:
         found = estimates(now or timezone.now())
         cache.set(CACHE_KEY, found, CACHE_S)
     return found
-
-
-def typical_runs(now: datetime) -> dict[str | None, tuple[timedelta, bool]]:
-    """quota name (None: jobs of no quota) -> (the median run of its jobs finished in the last
-    TYPICAL_DAYS, True); a quota without any is left out (the caller takes DEFAULT_RUN)."""
-    runs: dict[str | None, list[timedelta]] = defaultdict(list)
-    for quota, running_at, finished_at in Job.objects.filter(
-            status__in=FINAL, finished_at__gte=now - timedelta(days=TYPICAL_DAYS), running_at__isnull=False,
-    ).order_by().values_list("quota__name", "running_at", "finished_at"):
-        runs[quota].append(finished_at - running_at)
-    return {quota: (statistics.median_low(found), True) for quota, found in runs.items()}
 
 
 def running_ends(pods: tuple[scheduler.RunningPod, ...], typical: dict, now: datetime

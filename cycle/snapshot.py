@@ -13,16 +13,20 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 import scheduler
+from cycle import typical
 from jobs.models import JobSpec, Pod
 from quotas.models import Node, NodeStatus, Quota, ResourceSpec
+from scheduler import reservation
 from spot.market_state import current_markets
 
 
 def cluster(jobs: tuple[scheduler.PendingJob, ...]) -> scheduler.Snapshot:
     """The snapshot without its markets, which are priced at the cycle's now (read after this)."""
-    return scheduler.Snapshot(nodes=_nodes(), quotas=_quotas(), pods=_running_pods(), jobs=jobs)
+    return scheduler.Snapshot(nodes=_nodes(), quotas=_quotas(typical.for_cycle(timezone.now())),
+                              pods=_running_pods(), jobs=jobs)
 
 
 def _nodes() -> tuple[scheduler.Node, ...]:
@@ -37,14 +41,15 @@ def _nodes() -> tuple[scheduler.Node, ...]:
     )
 
 
-def _quotas() -> tuple[scheduler.Quota, ...]:
+def _quotas(typical_runs: dict[str | None, timedelta]) -> tuple[scheduler.Quota, ...]:
     # The scheduler knows a quota by its name (unique): its wait and preemption messages are read
     # by people ("Quota nlp-team is full", "reclaimed by quota cv-team").
     return tuple(
-        scheduler.Quota(name, str(tenant), parent, *rest)
-        for name, tenant, parent, *rest in Quota.objects.order_by("pk").values_list(
-            "name", "tenant_id", "parent__name", "resource_type", "queue_strategy", "allow_priority_preemption",
-            "min_runtime_before_preemption_s")
+        scheduler.Quota(name, str(tenant), parent, *rest, backfill=backfill, weight=weight,
+                        typical_run=typical_runs.get(name, typical.DEFAULT_RUN))
+        for name, tenant, parent, backfill, weight, *rest in Quota.objects.order_by("pk").values_list(
+            "name", "tenant_id", "parent__name", "backfill", "weight", "resource_type", "queue_strategy",
+            "allow_priority_preemption", "min_runtime_before_preemption_s")
     )
 
 
@@ -59,7 +64,7 @@ def _live_pods():
     return Pod.objects.holding().order_by("pk").values_list(
         "pod_id", "job__job_id", "node__name", "gpu", "cpu_m", "mem_mib", "kind", "started_at", "bound_at",
         "created_at", "job__quota__name", "job__priority", "gpu_indices", "job__last_checkpoint_at", "terminating",
-        "job_id", "role", named=True)
+        "job_id", "role", "job__running_at", "job__max_running_time_minutes", named=True)
 
 
 @contextmanager
@@ -93,8 +98,17 @@ def _running_pod(row, bid: tuple[Decimal | None, int] | None) -> scheduler.Runni
         row.pod_id, row.job__job_id, row.node__name, scheduler.Resources(row.gpu, row.cpu_m, row.mem_mib),
         row.kind or scheduler.KIND_GUARANTEED,  # unknown kind: treat as never preemptible
         started, row.job__quota__name, row.job__priority, tuple(row.gpu_indices), row.job__last_checkpoint_at,
-        row.terminating, bid[0] if bid else None, protection,
+        row.terminating, bid[0] if bid else None, protection, _expected_end(row, started),
     )
+
+
+def _expected_end(row, started):
+    """By the job's maximum running time, counted from Running as jobs.lifecycle counts it; a job
+    without one is expected to run its quota's typical run (scheduler/reservation.py)."""
+    minutes = row.job__max_running_time_minutes
+    if not minutes:
+        return None
+    return reservation.expected_end(row.job__running_at or started, timedelta(minutes=minutes), None)
 
 
 def _role_bids(job_pks) -> dict[tuple[int, str], tuple[Decimal | None, int]]:

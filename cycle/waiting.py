@@ -416,7 +416,7 @@ def _read_details(pks: list[int]) -> list[_Entry]:
     jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).order_by().annotate(
         requeued_at=Max("restarts__at"), modified=Cast("modified_at", TextField())).values_list(
         "pk", "job_id", "modified", "requeued_at", "submitted_at", "created_at", "quota__name", "workspace_id",
-        "oversold_type", "priority", "source", named=True)
+        "oversold_type", "priority", "source", "max_running_time_minutes", named=True)
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
     roles: dict[int, list[RoleRun]] = defaultdict(list)
     for job, role, itype, limit, discount, on_demand, *run in JobSpec.objects.filter(job_id__in=pks).order_by(
@@ -446,4 +446,5 @@ def _pending_job(row, specs: dict[str, tuple[str, Decimal | None]], pods: list[s
         row.job_id, row.requeued_at or row.submitted_at or row.created_at, tuple(pods), row.quota__name,
         str(row.workspace_id), row.oversold_type, row.priority, SOURCES.get(row.source, scheduler.SOURCE_QUOTA),
         min(bids) if row.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
+        timedelta(minutes=row.max_running_time_minutes) if row.max_running_time_minutes else None,
     )

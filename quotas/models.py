@@ -118,6 +118,17 @@ class Quota(models.Model):
     min_runtime_before_preemption_s = models.PositiveIntegerField(
         default=0, help_text="An idle pod borrowing this quota's nodes runs at least this long."
     )
+    # Scheduling settings (scheduler/reservation.py, scheduler/fair_share.py).
+    # Off by default: on traces whose jobs give no maximum running time it made queueing worse
+    # (docs/design.md, rule 6), so a quota turns it on where its jobs' ends can be told.
+    backfill = models.BooleanField(
+        default=False, help_text="The first job of the queue that does not fit reserves the nodes where it "
+        "fits earliest; the jobs behind it start only if they do not delay it."
+    )
+    weight = models.DecimalField(
+        max_digits=6, decimal_places=2, default=Decimal(1), validators=[MinValueValidator(Decimal("0.01"))],
+        help_text="Its share of idle capacity when several quotas borrow, relative to the others' weights.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -160,6 +161,8 @@ class QuotaRequest:
     queue_strategy: Any = QueueStrategy.BEST_EFFORT
     allow_priority_preemption: bool = False
     min_runtime_before_preemption_s: int = 0
+    backfill: Any = False
+    weight: Any = Decimal(1)
     workspace_ids: tuple[int, ...] = ()
     node_ids: tuple[int, ...] = ()
     node_counts: tuple[tuple[Any, Any], ...] = ()
@@ -172,7 +175,7 @@ def create_quota(user, request: QuotaRequest) -> Quota:
     quota = Quota(quota_id=new_quota_id(), parent=parent, tenant=parent.tenant if parent else _home_tenant(user),
                   resource_type=parent.resource_type if parent else ResourceType.ECS)
     fields = {k: getattr(request, k) for k in ("name", "description", "queue_strategy", "allow_priority_preemption",
-                                                "min_runtime_before_preemption_s", "labels")}
+                                                "min_runtime_before_preemption_s", "backfill", "weight", "labels")}
     if request.resource_type is not None:
         fields["resource_type"] = request.resource_type
     _apply(quota, fields)
@@ -186,7 +189,7 @@ def create_quota(user, request: QuotaRequest) -> Quota:
 
 
 UPDATABLE = {"name", "description", "parent_id", "resource_type", "queue_strategy", "allow_priority_preemption",
-             "min_runtime_before_preemption_s", "workspace_ids", "node_ids", "labels"}
+             "min_runtime_before_preemption_s", "backfill", "weight", "workspace_ids", "node_ids", "labels"}
 
 
 @transaction.atomic
@@ -265,7 +268,7 @@ def _apply(quota: Quota, fields: dict) -> None:
         if problem:
             errors[name] = problem
         else:
-            setattr(quota, name, value.strip() if name == "name" else _labels(value) if name == "labels" else value)
+            setattr(quota, name, CLEAN.get(name, lambda v: v)(value))
     if quota.parent_id and quota.resource_type != quota.parent.resource_type and "resource_type" not in errors:
         errors["resource_type"] = (f"must match the parent quota's {quota.parent.resource_type}, "
                                    f"got {quota.resource_type!r}")
@@ -341,7 +344,25 @@ CHECKS = {
     "min_runtime_before_preemption_s": lambda quota, value: None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0
     else f"must be a whole number of seconds, at least 0, got {value!r}",
+    "backfill": lambda quota, value: None if isinstance(value, bool) else f"must be true or false, got {value!r}",
+    "weight": lambda quota, value: None if _weight(value) is not None
+    else f"must be a number from {WEIGHT_MIN} to {WEIGHT_MAX} with at most 2 decimal places, got {value!r}",
 }
+CLEAN = {"name": lambda v: v.strip(), "labels": lambda v: _labels(v), "weight": lambda v: _weight(v)}
+WEIGHT_MIN, WEIGHT_MAX = Decimal("0.01"), Decimal("9999.99")
+
+
+def _weight(value) -> Decimal | None:
+    """A quota's fair-share weight as a Decimal, or None when it is not one we accept."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        return None
+    try:  # a float by its shortest repr: JSON's 1.5 is "1.5"
+        weight = Decimal(str(value).strip())
+    except InvalidOperation:
+        return None
+    if not weight.is_finite() or not WEIGHT_MIN <= weight <= WEIGHT_MAX or weight != weight.quantize(Decimal("0.01")):
+        return None
+    return weight
 
 
 def _bind_workspaces(quota: Quota, workspace_ids) -> None:

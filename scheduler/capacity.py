@@ -169,6 +169,28 @@ class CapacityView:
         for scope in state.scopes:
             scope.version += 1
 
+    def block(self, name: str, amounts: tuple[int, int, int]) -> tuple:
+        """Hold capacity for a reservation (scheduler/reservation.py), releasing capacity first,
+        then free: no job planned later in the cycle gets it. Returns what unblock() needs."""
+        state = self.states[name]
+        from_releasing = tuple(min(max(state.releasing[i], 0), amounts[i]) for i in range(3))
+        for i in range(3):
+            state.releasing[i] -= from_releasing[i]
+        from_free = tuple(amounts[i] - from_releasing[i] for i in range(3))
+        cut = len(state.free_ids) - from_free[0]
+        ids, state.free_ids = tuple(state.free_ids[cut:]), state.free_ids[:cut]
+        self._take_free(state, from_free)
+        return from_releasing, from_free, ids
+
+    def unblock(self, name: str, held: tuple) -> None:
+        """Give back what block() held."""
+        from_releasing, from_free, ids = held
+        state = self.states[name]
+        for i in range(3):
+            state.releasing[i] += from_releasing[i]
+        state.free_ids = sorted(state.free_ids + list(ids))
+        self._take_free(state, (-from_free[0], -from_free[1], -from_free[2]))
+
     def release(self, pod: RunningPod) -> None:
         """A victim chosen this cycle: its capacity is releasing, not free."""
         state = self.states[pod.node]

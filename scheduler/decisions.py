@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 # Why a running pod is preempted (rule 9).
@@ -73,6 +74,8 @@ class WaitReason:
     queue: str  # "quota:<id>", "spot:<instance type>" or "payg:<instance type>"
     position: int = 0  # 1-based among the jobs still waiting in that queue
     waiting_for_pods: int = 0  # WAITING_FOR_TERMINATION: pods still terminating
+    reserved_from: datetime | None = None  # the head of a backfill queue: its reservation's time
+    reserved_nodes: tuple[str, ...] = ()  # and nodes (scheduler/reservation.py)
 
 
 @dataclass(frozen=True, slots=True)

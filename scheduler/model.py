@@ -6,7 +6,7 @@ Times are datetimes (aware or naive, but all of one kind); prices are Decimal pe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from .resources import Resources, total
@@ -62,6 +62,14 @@ class Quota:
     queue_strategy: str = BEST_EFFORT
     allow_priority_preemption: bool = False
     min_runtime_s: int = 0  # its idle (borrowing) pods are safe from reclaim this long
+    # The head of its queue that does not fit gets a reservation, and the jobs behind it start
+    # only where they do not delay it (scheduler/reservation.py). Off: BestEffort jobs pass it.
+    backfill: bool = False
+    # How long its jobs typically run (the snapshot's estimate from its finished jobs): what a
+    # job without a maximum running time is expected to take (scheduler/reservation.py).
+    typical_run: timedelta | None = None
+    # Its share of idle capacity when several quotas borrow (scheduler/fair_share.py).
+    weight: Decimal = Decimal(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,8 @@ class RunningPod:
     terminating: bool = False  # being stopped: still holds capacity, never a victim
     bid: Decimal | None = None  # spot only
     protection_until: datetime | None = None  # spot only
+    expected_end: datetime | None = None  # by its maximum running time (scheduler/reservation.py)
+
 
     def work_since(self) -> datetime:
         """The point work would be resumed from if this pod stopped now."""
@@ -104,6 +114,7 @@ class PendingJob:
     priority: int = 1  # 1 .. 9, higher first
     source: str = SOURCE_QUOTA
     bid: Decimal | None = None  # spot: price limit per minute
+    max_run: timedelta | None = None  # its maximum running time, if it has one
     # Derived once per job (a waiting job is planned again every cycle): the gang's total, and
     # its shape, (instance type, sizes) of its pods sorted, which alike gangs share.
     need: Resources = field(init=False, repr=False, compare=False)

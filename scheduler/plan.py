@@ -8,12 +8,13 @@ Public API (all importable from `scheduler`):
       Node(name, instance_type, capacity: Resources, quota_id=None, ready=True, gpu_ids=None)
       Quota(id, tenant, parent_id=None, resource_type='ECS'|'Lingjun',
             queue_strategy='StrictFIFO'|'BestEffort', allow_priority_preemption=False,
-            min_runtime_s=0)
+            min_runtime_s=0, backfill=False, typical_run: timedelta|None, weight=Decimal(1))
       RunningPod(pod_id, job_id, node, resources, kind='guaranteed'|'idle'|'spot'|'payg',
                  started_at, quota_id, priority, gpu_indices, last_checkpoint_at,
-                 terminating, bid, protection_until)
+                 terminating, bid, protection_until, expected_end: datetime|None)
       PendingJob(job_id, submitted_at, pods: tuple[PodRequest], quota_id, workspace,
-                 oversold_type, priority 1-9, source='quota'|'spot'|'payg', bid: Decimal|None)
+                 oversold_type, priority 1-9, source='quota'|'spot'|'payg', bid: Decimal|None,
+                 max_run: timedelta|None)
       PodRequest(role, index, resources, instance_type=None)
       MarketState(instance_type, price, avg_price_1h, resource_type)
 
@@ -25,7 +26,8 @@ Public API (all importable from `scheduler`):
                    by_job, by_quota, price, bid)); code reclaimed | higher_priority | outbid |
                    stock_short. Spot releases are preemptions too (outbid / stock_short).
       waiting:     WaitReason(job_id, status 'Queuing'|'Bidding', code, message, queue,
-                   position, waiting_for_pods) for every pending job not admitted.
+                   position, waiting_for_pods, reserved_from, reserved_nodes) for every
+                   pending job not admitted; a reserved head names its reservation.
 
       Codes are constants in scheduler.decisions (QUOTA_FULL, PARENT_QUOTA_FULL,
       QUOTA_NODES_BUSY, NO_IDLE_CAPACITY, GANG_DOES_NOT_FIT, NEVER_FITS,
@@ -36,7 +38,7 @@ The integrator applies the decisions in one transaction: bind admitted pods to t
 GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in later snapshots;
 set protection_until for spot), mark preempted pods terminating (they must stay in the next
 snapshots with terminating=True until they are gone, or the cycle would preempt again), and
-store each waiting job's reason and position. Nothing is reserved across cycles: a job that
+store each waiting job's reason and position. Nothing is kept across cycles: a job that
 waits for terminating pods competes for them next cycle, but In Quota placement comes before
 any idle placement (step 5), so no borrower takes capacity a lender's job can use then. Within
 a cycle such a job holds the capacity it waits for and, when it fits its guarantee, books that
@@ -52,7 +54,11 @@ The cycle, in numbered steps (see Cycle.run):
      first, then priority, then submit time), in two passes: first In Quota only (admitted,
      or reclaims capacity and waits for its victims, or waits with a reason), then Not in
      Quota for the jobs that may borrow. A blocked head holds the rest of a StrictFIFO queue;
-     BestEffort queues backfill past it.
+     BestEffort queues backfill past it: freely, or, where the quota has `backfill`, behind a
+     reservation for the head that no later In Quota job delays (scheduler/reservation.py;
+     what it holds is free to borrowers in pass 2, whom the head reclaims when its time
+     comes). Pass 2 takes the borrowing quotas furthest below their weighted share of idle
+     capacity first (scheduler/fair_share.py).
   6. Number the waiting jobs of each queue and return the decisions, sorted.
 """
 
@@ -61,13 +67,15 @@ from __future__ import annotations
 import heapq
 from datetime import datetime, timedelta
 
+from . import reservation
 from .capacity import CapacityView, Scope
 from .decisions import (
-    BID_BELOW_PRICE, BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NO_STOCK, QUEUING,
+    BID_BELOW_PRICE, BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NEVER_FITS, NO_STOCK, QUEUING,
     QUOTA_NODES_BUSY, RECLAIMED, STOCK_SHORT, UNKNOWN_QUOTA, WAITING_FOR_TERMINATION, Admission,
     Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason,
 )
 from .explain import lent_out, no_room, no_stock, quota_full
+from .fair_share import Shares
 from .model import (
     FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, KIND_PAYG, KIND_SPOT, SOURCE_PAYG, SOURCE_SPOT,
     STRICT_FIFO, PendingJob, Quota, RunningPod, Snapshot,
@@ -135,6 +143,11 @@ class Cycle:
         self.stock_candidates: Candidates | None = None
         self.own_tried: set[str] = set()  # Acceptable jobs that did not fit In Quota in pass 1
         self.outcomes: dict[tuple, tuple] = {}  # see _like_an_earlier_job
+        # queue -> the reservation of its head, None when its head needs none (see _reserve)
+        self.reservations: dict[str, reservation.Reservation | None] = {}
+        self.reserved: dict[str, tuple] = {}  # job id -> (time, nodes) of its reservation
+        self.held_nodes: set[str] = set()  # reserved nodes: no later job preempts a pod there
+        self.shares = Shares(snapshot.pods)  # borrowed capacity per quota (fair_share.py)
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
         queues: dict[str, list[PendingJob]] = {}
@@ -260,16 +273,23 @@ class Cycle:
         """
         names = self._queue_names("quota:")
         later = self._guaranteed_pass({n: self.queues[n] for n in names})
-        self._in_fair_order(later, self._idle_turn)
+        self._release_reservations()
+        self._in_fair_order(later, self._idle_turn, self._borrow_key)
+        for held in self.reservations.values():
+            if held is not None:
+                self._say_reserved(held)
 
-    def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn) -> None:
-        """Give each job of `queues` its turn, the heads of all queues in one fair order.
+    def _in_fair_order(self, queues: dict[str, list[PendingJob]], turn, key=None) -> None:
+        """Give each job of `queues` its turn, the heads of all queues in one fair order
+        (`key`, _head_key by default).
 
         turn(job, rest) is True to go on with the queue, False to stop it (`rest` are the
-        jobs behind `job`, which the turn has dealt with).
+        jobs behind `job`, which the turn has dealt with). A turn changes only its own queue's
+        key (its quota's borrowed share), so the keys of the other heads stay true.
         """
+        key = key or self._head_key
         pos = dict.fromkeys(queues, 0)
-        heap = [(self._head_key(jobs[0]), name) for name, jobs in queues.items() if jobs]
+        heap = [(key(jobs[0]), name) for name, jobs in queues.items() if jobs]
         heapq.heapify(heap)
         while heap:
             _, name = heapq.heappop(heap)
@@ -277,7 +297,7 @@ class Cycle:
             job = jobs[pos[name]]
             pos[name] += 1
             if turn(job, jobs[pos[name]:]) and pos[name] < len(jobs):
-                heapq.heappush(heap, (self._head_key(jobs[pos[name]]), name))
+                heapq.heappush(heap, (key(jobs[pos[name]]), name))
 
     def _guaranteed_pass(self, queues: dict[str, list[PendingJob]]) -> dict[str, list]:
         """Pass 1; returns the jobs left for pass 2, per queue, in queue order."""
@@ -285,6 +305,8 @@ class Cycle:
 
         def turn(job: PendingJob, rest: list[PendingJob]) -> bool:
             outcome = self._like_an_earlier_job("in quota", job, self._attempt_in_quota)
+            if outcome == WAITS:
+                self._reserve(job)
             if outcome == LATER:
                 later.setdefault(queue_of(job), []).append(job)
             if outcome == ADMITTED or not self._strict(job):
@@ -309,11 +331,99 @@ class Cycle:
             return False
         return True
 
+    # ---- reservations (scheduler/reservation.py) ---------------------------------------------
+
+    def _reserve(self, job: PendingJob) -> None:
+        """The first job of a backfill queue that waits in pass 1 is its head: unless it waits for
+        terminating pods (it holds that capacity already) or can never fit its quota's nodes, it
+        gets the earliest fit on them, and their free capacity it will need is held."""
+        name = queue_of(job)
+        quota = self.tree.quotas.get(job.quota_id or "")
+        if name in self.reservations or quota is None or not quota.backfill:
+            return
+        self.reservations[name] = None
+        if job.oversold_type == FORCE or self.waiting[job.job_id][0] in (
+                WAITING_FOR_TERMINATION, NEVER_FITS):
+            return
+        own, _ = self._quota_scopes(quota)
+        found = reservation.find(self.view, own, job, self.tree.quotas, self.now)
+        if found is None:
+            return
+        at, placed, freed = found
+        held = {node: self.view.block(node, amounts)
+                for node, amounts in reservation.to_hold(self.view, placed, freed).items()}
+        nodes = tuple(sorted({node for _, node in placed}))
+        self.held_nodes.update(nodes)
+        self.reclaim_candidates.clear()  # built before these nodes were off limits
+        self.reservations[name] = reservation.Reservation(job, name, at, nodes, held,
+                                                          len(self.admissions))
+
+    def _release_reservations(self) -> None:
+        """After pass 1, what each reservation held goes first to the jobs behind its head that
+        are expected to end before it (they delay nothing), then back to everyone: pass 2 only
+        borrows, and a borrower on a reserved node is the head's to reclaim once the rest of the
+        node is free (preemption victims on those nodes stay the head's alone meanwhile)."""
+        for held in self.reservations.values():
+            if held is not None:
+                for node, kept in held.held.items():
+                    self.view.unblock(node, kept)
+                self._backfill_short_jobs(held)
+        if any(self.reservations.values()):
+            self.failed = FailedShapes()  # free capacity grew: what failed may fit now
+
+    def _backfill_short_jobs(self, held: reservation.Reservation) -> None:
+        """In Quota, on the quota's own nodes; not in a StrictFIFO queue, which holds them."""
+        quota = self.tree.quotas[held.job.quota_id]
+        if quota.queue_strategy == STRICT_FIFO:
+            return
+        own, _ = self._quota_scopes(quota)
+        jobs = self.queues[held.queue]
+        for job in jobs[jobs.index(held.job) + 1:]:
+            run = reservation.expected_run(job, quota)
+            wait = self.waiting.get(job.job_id)
+            if (wait is None or wait[0] == WAITING_FOR_TERMINATION or job.oversold_type == FORCE
+                    or run is None or self.now + run > held.at
+                    or self.tree.short_quota(quota.id, job.need) is not None):
+                continue
+            placed = place_gang(self.view, own, job.pods)
+            if placed is not None:
+                del self.waiting[job.job_id]
+                self._admit(job, placed, KIND_GUARANTEED)
+
+    def _say_reserved(self, held: reservation.Reservation) -> None:
+        backfilled = sum(1 for a in self.admissions[held.admitted_before:]
+                         if a.quota_id == held.job.quota_id and a.kind == KIND_GUARANTEED)
+        code, message, waiting_for = self.waiting[held.job.job_id]
+        text = reservation.describe(held, backfilled, self.now)
+        self.waiting[held.job.job_id] = (code, f"{text}. Now: {message}", waiting_for)
+        self.reserved[held.job.job_id] = (held.at, held.nodes)
+        gpus = sum(r[0] + f[0] for r, f, _ in held.held.values())
+        if not gpus:
+            return
+        jobs = self.queues[held.queue]
+        more = f"; {gpus} GPU held for job {held.job.job_id}'s reservation"
+        for job in jobs[jobs.index(held.job) + 1:]:
+            found = self.waiting.get(job.job_id)
+            if found is not None and found[0] != HELD_BEHIND_HEAD:
+                self.waiting[job.job_id] = (found[0], found[1] + more, found[2])
+
     @staticmethod
     def _head_key(job: PendingJob) -> tuple:
         """Fair order across queues, Kueue style: jobs that only borrow go after the others,
         then job_order."""
         return (job.oversold_type == FORCE,) + job_order(job)
+
+    def _borrow_key(self, job: PendingJob) -> tuple:
+        """Pass 2, where jobs borrow: as _head_key, but the quota furthest below its weighted
+        share of idle capacity first (fair_share.py)."""
+        return (job.oversold_type == FORCE, self._share(job.quota_id)) + job_order(job)
+
+    def _share(self, qid: str | None, at_start: bool = False):
+        quota = self.tree.quotas.get(qid or "")
+        if quota is None:
+            return 0
+        _, idle = self._quota_scopes(quota)
+        return self.shares.share(quota.id, idle.capacity, quota.weight, at_start)
 
     def _strict(self, job: PendingJob) -> bool:
         quota = self.tree.quotas.get(job.quota_id or "")
@@ -437,8 +547,10 @@ class Cycle:
         found = self.reclaim_candidates.get(key)
         if found is None:
             found = self.reclaim_candidates[key] = Candidates(
-                self.view, lambda p: self._may_preempt(p, job, quota, borrowers),
-                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id]))
+                self.view, lambda p: (p.node not in self.held_nodes
+                                      and self._may_preempt(p, job, quota, borrowers)),
+                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id],
+                                        self._share(p.quota_id, at_start=True)))
         return found
 
     def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota,
@@ -539,6 +651,8 @@ class Cycle:
                                                                             rn[0].index)))
         if kind == KIND_GUARANTEED:
             self.tree.add_usage(job.quota_id, job.need)
+        elif kind == KIND_IDLE:
+            self.shares.add(job.quota_id, job.need)
         quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
         self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
                                          placements))
@@ -635,7 +749,8 @@ class Cycle:
                     code, message, waiting_for = found
                     status = BIDDING if job.source == SOURCE_SPOT else QUEUING
                     waiting.append(WaitReason(job.job_id, status, code, message, name,
-                                              position, waiting_for))
+                                              position, waiting_for,
+                                              *self.reserved.get(job.job_id, (None, ()))))
         return Decisions(
             admissions=tuple(sorted(self.admissions, key=lambda a: a.job_id)),
             preemptions=tuple(sorted(self.preemptions, key=lambda p: p.pod_id)),

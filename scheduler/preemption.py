@@ -41,11 +41,14 @@ class Candidates:
         return hit[1], hit[2]
 
 
-def reclaim_order(pod: RunningPod, lender_quota: str, now: datetime, job_gpus: int = 1) -> tuple:
+def reclaim_order(pod: RunningPod, lender_quota: str, now: datetime, job_gpus: int = 1,
+                  share=0) -> tuple:
     """Victims of a reclaim (or of priority preemption) are tried in this order:
 
     1. borrowers first: idle pods of other quotas, then idle pods of the lender itself, then
        (only with priority preemption) the lender's own lower-priority guaranteed pods;
+       among borrowers, the quota furthest above its weighted share first (`share`, its
+       borrowed share at the start of the cycle: fair_share.py);
     2. lower priority first;
     3. least work lost first: a preempted pod ends its whole job (a gang runs all together or
        not at all), so the work lost is the job's GPUs (`job_gpus`, a pod without GPUs counting
@@ -56,7 +59,8 @@ def reclaim_order(pod: RunningPod, lender_quota: str, now: datetime, job_gpus: i
         rank = 1 if pod.quota_id == lender_quota else 0
     else:
         rank = 2
-    return (rank, pod.priority, (now - pod.work_since()) * job_gpus, pod.pod_id)
+    return (rank, -share if rank < 2 else 0, pod.priority, (now - pod.work_since()) * job_gpus,
+            pod.pod_id)
 
 
 def stock_order(pod: RunningPod, now: datetime) -> tuple:

@@ -21,11 +21,15 @@ def live_server_requests_close_their_connections():
 
 @pytest.fixture(autouse=True)
 def fresh_scheduler_memory(monkeypatch):
-    """Each test starts with a scheduler process that has seen no cycle (cycle/waiting.py) and an
-    empty cache (SQLite reuses the primary keys of rolled-back rows)."""
+    """Each test starts with a scheduler process that has seen no cycle (cycle/waiting.py) nor read
+    the quotas' typical runs (cycle/typical.py), and an empty cache (SQLite reuses the primary keys
+    of rolled-back rows)."""
     from django.core.cache import cache
 
+    from cycle import typical
+
     monkeypatch.setattr(cycle_tasks, "process_cycle", ScheduleCycle())
+    typical.forget()
     cache.clear()
 
 

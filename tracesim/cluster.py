@@ -37,9 +37,10 @@ def quota_id(vc: str) -> str:
     return f"vc-{vc}"
 
 
-def build_quotas(vcs: list[VirtualCluster]) -> tuple[Quota, ...]:
+def build_quotas(vcs: list[VirtualCluster], backfill: bool = False) -> tuple[Quota, ...]:
     root = Quota(ROOT_QUOTA, TENANT, None, ECS)
-    return (root,) + tuple(Quota(quota_id(vc.name), TENANT, ROOT_QUOTA, ECS) for vc in vcs)
+    return (root,) + tuple(Quota(quota_id(vc.name), TENANT, ROOT_QUOTA, ECS, backfill=backfill)
+                           for vc in vcs)
 
 
 def build_nodes(vcs: list[VirtualCluster], public_nodes: int = 0,

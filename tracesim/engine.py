@@ -23,7 +23,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -32,6 +33,7 @@ from scheduler import (
     ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT, MarketState, PendingJob,
     RunningPod, Snapshot, plan,
 )
+from scheduler.reservation import TYPICAL_DAYS
 
 from .cluster import INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id
 from .trace import Trace, TraceJob
@@ -101,18 +103,20 @@ class Result:
     plan_s: float = 0.0
     wall_s: float = 0.0
     rounds_exceeded: int = 0
+    backfill: bool = False
 
 
 class Replay:
     def __init__(self, trace: Trace, policy: str, checkpoint_minutes: float | None = None,
-                 public_nodes: int = 0, prefilter: bool = True):
+                 public_nodes: int = 0, prefilter: bool = True, backfill: bool = False):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-        self.policy, self.prefilter = policy, prefilter
+        self.policy, self.prefilter, self.backfill = policy, prefilter, backfill
         self.ckpt = round(checkpoint_minutes * 60) if checkpoint_minutes else None
         self.epoch = trace.start or DEFAULT_EPOCH
         self.nodes = build_nodes(trace.vcs, public_nodes)
-        self.quotas = build_quotas(trace.vcs)
+        self.quotas = build_quotas(trace.vcs, backfill)
+        self.typical = _TypicalRuns()
         self.vcs = {vc.name: vc for vc in trace.vcs}
         self.markets = (MarketState(INSTANCE_TYPE, ON_DEMAND_PRICE * SPOT_PRICE_RATIO,
                                     ON_DEMAND_PRICE * SPOT_PRICE_RATIO),) if public_nodes else ()
@@ -139,7 +143,8 @@ class Replay:
         self.idle_runs: dict[str, JobRun] = {}
         self.completions: list[tuple[int, str, int]] = []
         self.busy = 0
-        self.result = Result(policy, self.ckpt, self.total_gpus, [], {}, [(0, 0)])
+        self.result = Result(policy, self.ckpt, self.total_gpus, [], {}, [(0, 0)],
+                             backfill=backfill)
         self.arrivals = self._admit_trace(trace)
 
     # ---- the trace --------------------------------------------------------------------------
@@ -245,6 +250,8 @@ class Replay:
         if self.ckpt:
             self._advance_checkpoints(t)
         nodes, pods = self._cluster_for(jobs) if self.prefilter else (self.nodes, self._pods())
+        if self.backfill:
+            self.quotas = self.typical.given(self.quotas, t)
         snapshot = Snapshot(nodes, self.quotas, pods, tuple(jobs), self.markets)
         started = time.perf_counter()
         decisions = plan(snapshot, self.epoch + timedelta(seconds=t))
@@ -254,11 +261,21 @@ class Replay:
 
     def _candidates(self) -> list[PendingJob]:
         out = []
+        heads: dict[str, JobRun] = {}
         for key, bucket in self.buckets.items():
             if bucket:
                 take = self._capacity_for(*key[:3], bid=key[4]) if self.prefilter else None
                 out.extend(r.request for r in (bucket if take is None else bucket[:take]))
-        return out
+                if self.backfill and take is not None and take < len(bucket) \
+                        and key[1] in (FORBIDDEN, ACCEPT):
+                    first = bucket[take]
+                    found = heads.get(key[0])
+                    if found is None or _queue_order(first) < _queue_order(found):
+                        heads[key[0]] = first
+        # The first job of each VC's queue left out could be its head, the job that gets a
+        # reservation (every job before it is planned): it waits, but its waiting holds
+        # capacity now.
+        return out + [r.request for r in heads.values()]
 
     def _capacity_for(self, vc: str | None, mode: str, need: int, bid) -> int:
         """How many jobs of this shape could be admitted or reclaim capacity now (0 = none).
@@ -336,6 +353,8 @@ class Replay:
         return tuple(nodes), pods
 
     def _own_nodes(self, vc: str, want: int, limit: int) -> list:
+        if self.backfill:  # a reservation counts on every running pod's end
+            return list(self.vc_nodes[vc])
         spare = self.guarantee[vc] - self.used[vc] - want  # room left if all jobs got in
         per_node = self.vcs[vc].gpus_per_node
         out, empty = [], 0
@@ -427,6 +446,8 @@ class Replay:
         run = self.runs[job_id]
         if run.run != run_no or run.end is not None:
             return  # the run this event belonged to was preempted
+        if self.backfill:
+            self.typical.finished(run.job.vc, at, at - run.started)
         self._stop(run)
         run.end, run.remaining = at, 0
 
@@ -442,15 +463,58 @@ class Replay:
         self._enqueue(run, t)
 
 
+def _queue_order(run: JobRun) -> tuple:
+    """scheduler.plan.job_order of the run's request."""
+    return (-run.job.priority, run.job.submit, run.job.job_id)
+
+
+class _TypicalRuns:
+    """Each VC's typical run as the live snapshot computes a quota's (scheduler.reservation.
+    typical_run: the median_low of the runs finished in the last TYPICAL_DAYS), in virtual time
+    and kept as it goes, since every cycle reads it: the replay knows each job's true duration,
+    but the scheduler may only know what has finished."""
+
+    WINDOW = TYPICAL_DAYS * 86400
+
+    def __init__(self):
+        self.sorted: dict[str, list[int]] = {}
+        self.recent: dict[str, deque] = {}
+        self.changed = False
+
+    def finished(self, vc: str, at: int, run: int) -> None:
+        bisect.insort(self.sorted.setdefault(vc, []), run)
+        self.recent.setdefault(vc, deque()).append((at, run))
+        self.changed = True
+
+    def given(self, quotas: tuple, t: int) -> tuple:
+        """`quotas` with each VC's typical run at time t."""
+        for vc, recent in self.recent.items():
+            while recent and recent[0][0] < t - self.WINDOW:
+                runs = self.sorted[vc]
+                del runs[bisect.bisect_left(runs, recent.popleft()[1])]
+                self.changed = True
+        if not self.changed:
+            return quotas
+        self.changed = False
+        return tuple(replace(q, typical_run=self._median(q.id[len("vc-"):]))
+                     if q.parent_id else q for q in quotas)
+
+    def _median(self, vc: str) -> timedelta | None:
+        runs = self.sorted.get(vc)
+        return timedelta(seconds=runs[(len(runs) - 1) // 2]) if runs else None
+
+
 def _with_checkpoint(pod: RunningPod, at: datetime) -> RunningPod:
     return RunningPod(pod.pod_id, pod.job_id, pod.node, pod.resources, pod.kind, pod.started_at,
                       pod.quota_id, pod.priority, pod.gpu_indices, at)
 
 
 def replay(trace: Trace, policy: str, checkpoint_minutes: float | None = None,
-           public_nodes: int = 0, prefilter: bool = True, on_progress=None) -> Result:
-    """Replay `trace` under `policy`; 'borrow-ckpt' needs `checkpoint_minutes`."""
+           public_nodes: int = 0, prefilter: bool = True, on_progress=None,
+           backfill: bool = False) -> Result:
+    """Replay `trace` under `policy`; 'borrow-ckpt' needs `checkpoint_minutes`; `backfill`: every
+    VC's queue gives its head a reservation (scheduler/reservation.py)."""
     if policy == "borrow-ckpt" and not checkpoint_minutes:
         raise ValueError("policy borrow-ckpt needs a checkpoint interval in minutes")
     ckpt = checkpoint_minutes if policy == "borrow-ckpt" else None
-    return Replay(trace, policy, ckpt, public_nodes, prefilter).run(on_progress)
+    return Replay(trace, policy, ckpt, public_nodes, prefilter, backfill).run(on_progress)

@@ -106,6 +106,7 @@ def summary(result: Result) -> dict:
     busy = busy_gpu_seconds(result.busy, end)
     return {
         "policy": result.policy,
+        "backfill": result.backfill,
         "checkpoint_minutes": result.checkpoint_s / 60 if result.checkpoint_s else None,
         "jobs_replayed": len(result.jobs),
         "jobs_unfinished": unfinished,

@@ -44,6 +44,13 @@ def policy_notes(results: list[Result], summaries: list[dict]) -> list[str]:
     return notes
 
 
+def backfill_rule(summaries: list[dict]) -> str:
+    if summaries and summaries[0].get("backfill"):
+        return ("backfill on: the head job of each VC's queue that does not fit reserves the nodes where it "
+                "fits earliest, and the jobs behind it must not delay it")
+    return "backfill off: smaller jobs pass a head job that does not fit"
+
+
 def _mode_rule(s: dict) -> str:
     policy, traced = POLICIES[s["policy"]], s["jobs_with_trace_mode"]
     if not policy.keeps_trace_mode:
@@ -90,6 +97,7 @@ def text_report(results: list[Result], summaries: list[dict],
         lines.append(f"{reference['name']}: jobs {reference['jobs']:,} | queueing mean "
                      f"{reference['mean']:,.0f} s, median {reference['median']:,.0f} s")
     lines += policy_notes(results, summaries)
+    lines.append(backfill_rule(summaries))
     lines.append("")
     lines += breakdown_lines(summaries)
     return lines

@@ -74,8 +74,11 @@ def save_quota(form, user, quota: Quota | None) -> Quota | None:
         "resource_type": data["resource_type"], "queue_strategy": data["queue_strategy"],
         "allow_priority_preemption": data["allow_priority_preemption"],
         "min_runtime_before_preemption_s": data["min_runtime_before_preemption_s"],
+        "backfill": data["backfill"],
         "workspace_ids": tuple(w.pk for w in data["workspaces"]), "node_ids": tuple(n.pk for n in data["nodes"]),
     }
+    if data["weight"] is not None:  # left out: the quota keeps its weight (1 for a new one)
+        values["weight"] = data["weight"]
     try:
         return update_quota(user, quota.quota_id, **values) if quota else create_quota(user, QuotaRequest(**values))
     except QuotaRefused as refused:

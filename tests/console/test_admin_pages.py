@@ -257,3 +257,29 @@ def test_the_django_admin_cannot_add_change_or_delete_jobs_or_pods(admin_client,
     assert admin_client.post(f"{base}{obj.pk}/change/", {}).status_code == 403
     assert admin_client.post(f"{base}{obj.pk}/delete/", {"post": "yes"}).status_code == 403
     assert Job.objects.filter(pk=job.pk).exists()
+
+
+def test_an_admin_sets_a_quotas_backfill_and_fair_share_weight_in_the_quota_form(alice_client):
+    quota = Quota.objects.get(name="llm-finetune")
+    html = alice_client.get(f"/quotas/{quota.quota_id}/edit/").content.decode()
+    assert "checked" not in re.search(r'<input[^>]*name="backfill"[^>]*>', html)[0]  # off by default
+    assert 'value="1.00"' in re.search(r'<input[^>]*name="weight"[^>]*>', html)[0]
+    response = alice_client.post(f"/quotas/{quota.quota_id}/edit/", {
+        "name": quota.name, "resource_type": "Lingjun", "queue_strategy": "BestEffort",
+        "min_runtime_before_preemption_s": "0", "weight": "2.5", "backfill": "on", "nodes": [],
+    })
+    assert response.status_code == 302
+    quota.refresh_from_db()
+    assert (quota.backfill, quota.weight) == (True, Decimal("2.5"))
+
+
+def test_a_weight_of_zero_is_refused_next_to_its_field(alice_client):
+    quota = Quota.objects.get(name="llm-finetune")
+    response = alice_client.post(f"/quotas/{quota.quota_id}/edit/", {
+        "name": quota.name, "resource_type": "Lingjun", "queue_strategy": "BestEffort",
+        "min_runtime_before_preemption_s": "0", "weight": "0", "backfill": "on", "nodes": [],
+    })
+    assert response.status_code == 200
+    assert "greater than or equal to 0.01" in response.content.decode()
+    quota.refresh_from_db()
+    assert quota.weight == Decimal(1)

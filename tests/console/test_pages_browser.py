@@ -107,6 +107,24 @@ def test_the_quota_form_shows_each_node_with_its_gpus_vcpus_and_memory(page, dem
     element_shot(page.locator(".node-choices"), "quota-form-nodes")
 
 
+def test_the_quota_forms_scheduling_settings_are_backfill_off_and_weight_1_and_refuse_a_weight_of_0(
+        page, demo_cluster):  # noqa: F811
+    from quotas.models import Quota
+
+    quota = Quota.objects.get(name="llm-finetune")
+    login(page, "alice")
+    page.goto(f"/quotas/{quota.quota_id}/edit/")
+    assert not page.get_by_label("Backfill behind a reservation").is_checked()
+    weight = page.get_by_label("Fair-share weight")
+    assert weight.input_value() == "1.00"
+    weight.fill("0")
+    page.get_by_role("button", name="Save").click()
+    settle(page)
+    section = page.locator("section.card", has_text="Scheduling")
+    assert "greater than or equal to 0.01" in section.inner_text()
+    element_shot(section, "quota-form-scheduling")
+
+
 # --- Access Keys --------------------------------------------------------------------------------
 
 def test_reloading_the_created_key_page_creates_no_key_and_the_export_block_names_the_workspace(page, alice):  # noqa: F811

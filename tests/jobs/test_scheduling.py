@@ -11,7 +11,7 @@ from cycle import snapshot
 from cycle import tasks as cycle_tasks
 from jobs.models import Job, JobEvent, Pod, PodEvent
 from jobs.services import create_job
-from quotas.models import Node, NodeStatus, Workspace
+from quotas.models import Node, NodeStatus, Quota, Workspace
 from tests.jobs.conftest import CV, NLP, T0, make_request, report
 
 
@@ -566,3 +566,33 @@ def test_the_cycle_starts_a_gang_as_its_rows_say_without_reading_them_back(bob, 
     assert started == dispatch.start_messages_for([job])
     assert [(m.payload["role"], m.payload["env"]["RANK"], m.payload["command"]) for m in started] == [
         ("Worker", "0", "python worker.py"), ("Master", "1", "python train.py")]
+
+
+def test_a_reserved_8_gpu_job_starts_while_1_gpu_jobs_keep_arriving(bob, cycle, reports):
+    from jobs.services import PodResources, RoleRequest
+
+    def gpus(n: int):
+        return make_request(roles=[RoleRequest(image="x", resources=PodResources(n, 4, 16384))])
+
+    Quota.objects.filter(name="nlp-team").update(backfill=True)
+    first, second = "nlp-team-gn6v-c8g1-0", "nlp-team-gn6v-c8g1-1"
+    small = [create_job(bob, gpus(1)) for _ in range(16)]  # nlp-team's 16 GPUs, one a job
+    cycle()
+    reports(*[report(job.pods.get(), "Running") for job in small])
+    big = create_job(bob, gpus(8))
+    for step in range(8):
+        # A 1-GPU job ends on each node and two more arrive: without the reservation they would
+        # take every GPU that frees, and a whole node would never be free for the 8-GPU job.
+        for node in (first, second):
+            done = Pod.objects.filter(node__name=node, status="Running").order_by("pk")[:1]
+            reports(*[report(p, "Succeeded", 0) for p in done])
+        arrivals = [create_job(bob, gpus(1)) for _ in range(2)]
+        cycle()
+        big.refresh_from_db()
+        if big.status != "Queuing":
+            break
+        assert big.wait_reason.startswith(f"Reserved node {first} from about "), big.wait_reason
+        reports(*[report(p, "Running") for job in arrivals for p in job.pods.filter(node__isnull=False)])
+    assert (big.status, step) == ("EnvPreparing", 7)
+    assert bound(big) == [(first, tuple(range(8)), "guaranteed")]
+    assert Job.objects.filter(status="Queuing").count() == 8  # a 1-GPU job a step could not start

@@ -73,6 +73,10 @@ class make_job:  # noqa: N801 - reads like the builder it is
         self._kw["oversold_type"] = FORBIDDEN
         return self
 
+    def max_run(self, minutes):
+        self._kw["max_run"] = timedelta(minutes=minutes)
+        return self
+
     def spot(self, bid):
         self._kw.update(source=SOURCE_SPOT, bid=Decimal(bid), quota_id=None)
         self._itype = self._itype or GPU_TYPE
@@ -133,6 +137,10 @@ class make_pod:  # noqa: N801
 
     def terminating(self):
         self._kw["terminating"] = True
+        return self
+
+    def ends_in(self, minutes):
+        self._kw["expected_end"] = NOW + timedelta(minutes=minutes)
         return self
 
     def spot(self, bid, protected_minutes: float = 0):

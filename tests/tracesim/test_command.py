@@ -52,6 +52,22 @@ def test_a_trace_on_other_virtual_clusters_gets_no_philly_reference_row(
     assert "Philly" not in (tmp_path / "report.html").read_text()
 
 
+def test_backfill_on_replays_a_full_node_job_behind_its_reservation_and_says_so(
+        write_trace, tmp_path, capsys):
+    rows = [job(0, 100, 1, "a"), job(1, 100, 8, "a")] + [job(20 * k, 100, 1, "a") for k in range(1, 60)]
+    jobs, nodes = write_trace(rows, {"a": 1})
+    starts = {}
+    for backfill in ("off", "on"):
+        out = tmp_path / backfill
+        call_command("replay_trace", jobs=jobs, nodes=nodes, policy="strict", out=str(out),
+                     backfill=backfill, no_progress=True)
+        starts[backfill] = next(int(r["first_start_s"]) for r in read_csv(out / "jobs.csv") if r["gpus"] == "8")
+    printed = capsys.readouterr().out
+    assert "backfill off: smaller jobs pass a head job that does not fit" in printed
+    assert "backfill on: the head job of each VC's queue that does not fit reserves" in printed
+    assert starts["on"] <= 200 < starts["off"]
+
+
 def test_a_nodes_file_naming_a_virtual_cluster_twice_is_refused_with_its_lines(
         write_trace, tmp_path):
     jobs, _ = write_trace([job(0, 10, 1, "a")], {"a": 1})

@@ -30,6 +30,10 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", required=True,
                             help="virtual clusters CSV: vc, node num [, gpus_per_node]")
         parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
+        parser.add_argument("--backfill", choices=("on", "off"), default="off",
+                            help="on: the head job of each quota's queue that does not fit gets "
+                                 "a reservation, and the jobs behind it must not delay it; "
+                                 "off: they pass it freely (the quota setting Backfill)")
         parser.add_argument("--ckpt-minutes", type=float, default=30.0,
                             help="checkpoint interval of the borrow-ckpt policy (minutes)")
         parser.add_argument("--public-nodes", type=int, default=0,
@@ -64,7 +68,7 @@ class Command(BaseCommand):
         with tqdm(total=len(trace.jobs), desc=policy, unit="job",
                   disable=opts["no_progress"], file=self.stderr._out) as bar:
             return replay(trace, policy, opts["ckpt_minutes"], opts["public_nodes"],
-                          on_progress=bar.update)
+                          on_progress=bar.update, backfill=opts["backfill"] == "on")
 
 
 def _nodes_gpus(result) -> str:

@@ -1,0 +1,152 @@
+"""Reservations with backfill (EASY, as Slurm's backfill scheduler does it).
+
+A queue whose quota has `backfill` on gives the first job of it that waits, its head, a
+reservation: the earliest time its gang fits the quota's own nodes, counting each running pod as
+gone at its expected end, and the nodes it fits then. Free capacity of those nodes that the head
+will need at that time is held through the In Quota pass (CapacityView.block): a job behind it
+starts In Quota only on capacity the head does not need, or, if it is expected to end before the
+reservation's time, on the held capacity too. Then borrowers may use what is held: they are
+preemptible, and the head reclaims them once the rest of its nodes is free. No job planned after
+the head preempts a pod on those nodes (the head counts on each of them ending). Nothing is kept
+across cycles: each cycle computes the reservation again from its own now, and the held capacity
+is free again to that computation, so the reserved nodes stay the head's first choice.
+
+Expected ends. A job is expected to run for its maximum running time where it has one (a running
+pod's `expected_end`, set by the snapshot), else for its quota's typical run: the median run of
+the quota's jobs that finished in the last TYPICAL_DAYS (`typical_run`; the live snapshot and the
+trace replay both compute it so, and give it as Quota.typical_run). A pod past its expected end,
+or whose end is not known, is expected to end OVERDUE_STEP from now (see counted_end): a job that
+outlives its estimate moves the reservation's time, not the capacity held on its nodes, which no
+longer In Quota job gets, so the head is not starved.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .capacity import CapacityView, Scope
+from .model import PendingJob, Quota, RunningPod
+from .placement import place_gang
+
+OVERDUE_STEP = timedelta(minutes=5)
+TYPICAL_DAYS = 14
+
+
+def typical_run(runs: Iterable[timedelta]) -> timedelta | None:
+    """A quota's typical run from its jobs' runs that finished in the last TYPICAL_DAYS."""
+    runs = list(runs)
+    return statistics.median_low(runs) if runs else None
+
+
+def expected_end(started_at: datetime, max_run: timedelta | None,
+                 typical_run: timedelta | None) -> datetime | None:
+    """When a job started at `started_at` is expected to end (None: no estimate)."""
+    run = max_run or typical_run
+    return None if run is None else started_at + run
+
+
+def expected_run(job: PendingJob, quota: Quota) -> timedelta | None:
+    return job.max_run or quota.typical_run
+
+
+def pod_end(pod: RunningPod, quotas: dict[str, Quota]) -> datetime | None:
+    """A running pod's expected end: its own (from a maximum running time), else its quota's
+    typical run from its start."""
+    if pod.expected_end is not None:
+        return pod.expected_end
+    quota = quotas.get(pod.quota_id or "")
+    return expected_end(pod.started_at, None, quota.typical_run if quota else None)
+
+
+def counted_end(end: datetime | None, now: datetime) -> datetime:
+    """The time a pod is counted as gone: its expected end, at the earliest now + OVERDUE_STEP,
+    plus a thousandth of its overrun, so that of two overdue pods the one that has overrun less
+    is counted to end first (runs are heavy-tailed: the longer one has run, the longer it runs)."""
+    soonest = now + OVERDUE_STEP
+    if end is None:
+        return soonest
+    return end if end >= soonest else soonest + (soonest - end) / 1000
+
+
+@dataclass
+class Reservation:
+    job: PendingJob
+    queue: str
+    at: datetime
+    nodes: tuple[str, ...]
+    held: dict[str, tuple]  # node -> what CapacityView.block held there
+    admitted_before: int  # admissions made before it: the ones after it in its queue backfilled
+
+
+def find(view: CapacityView, scope: Scope, job: PendingJob, quotas: dict[str, Quota],
+         now: datetime):
+    """(time, placement, capacity freed by then per node) of the earliest fit, or None when the
+    gang would not fit the scope even with every pod gone."""
+    by_time: dict[datetime, dict[str, list[int]]] = {}
+    for name in scope.names:
+        for pod in view.states[name].pods:
+            acc = by_time.setdefault(counted_end(pod_end(pod, quotas), now), {}).setdefault(
+                name, [0, 0, 0])
+            for i, amount in enumerate(pod.resources.as_tuple()):
+                acc[i] += amount
+    times = sorted(by_time)
+
+    def freed(k: int) -> dict[str, tuple[int, int, int]]:
+        out: dict[str, list[int]] = {}
+        for t in times[:k]:
+            for name, amounts in by_time[t].items():
+                acc = out.setdefault(name, [0, 0, 0])
+                for i in range(3):
+                    acc[i] += amounts[i]
+        return {name: tuple(acc) for name, acc in out.items()}
+
+    def fit(k: int):
+        return place_gang(view, scope, job.pods, combined=True, extra=freed(k))
+
+    # Capacity only grows with time, so the earliest fit is found by bisection.
+    if fit(len(times)) is None:
+        return None
+    lo, hi = 0, len(times)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fit(mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    at = times[lo - 1] if lo else now
+    return at, fit(lo), freed(lo)
+
+
+def to_hold(view: CapacityView, placed, freed: dict[str, tuple[int, int, int]]
+            ) -> dict[str, tuple[int, int, int]]:
+    """Per node, what the head needs at its time beyond what running pods free by then: the
+    releasing capacity of terminating pods first, then free capacity."""
+    need: dict[str, list[int]] = {}
+    for req, name in placed:
+        acc = need.setdefault(name, [0, 0, 0])
+        for i, amount in enumerate(req.resources.as_tuple()):
+            acc[i] += amount
+    out = {}
+    for name, amounts in sorted(need.items()):
+        state = view.states[name]
+        more = freed.get(name, (0, 0, 0))
+        hold = tuple(min(state.free[i] + max(state.releasing[i], 0), max(0, amounts[i] - more[i]))
+                     for i in range(3))
+        if any(hold):
+            out[name] = hold
+    return out
+
+
+def describe(reservation: Reservation, backfilled: int, now: datetime) -> str:
+    nodes = reservation.nodes
+    where = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {', '.join(nodes)}"
+    return (f"Reserved {where} from about {_clock(reservation.at, now)}; "
+            f"{backfilled} smaller job(s) backfilled meanwhile")
+
+
+def _clock(at: datetime, now: datetime) -> str:
+    zone = " UTC" if at.utcoffset() == timedelta(0) else ""
+    return f"{at:%H:%M}{zone}" if at.date() == now.date() else f"{at:%b %d %H:%M}{zone}"

@@ -58,7 +58,8 @@ def _hold(state: NodeState, pod: RunningPod) -> None:
 class Scope:
     """A named set of ready nodes (a quota's own nodes, a lending scope, a public pool)."""
 
-    __slots__ = ("key", "names", "by_type", "capacity", "free", "version", "released", "by_free")
+    __slots__ = ("key", "names", "by_type", "capacity", "free", "version", "released", "by_free",
+                 "by_combined")
 
     def __init__(self, key: tuple, states: list[NodeState]):
         self.key = key
@@ -81,32 +82,41 @@ class Scope:
         self.released = 0  # bumps whenever a pod on it is preempted: releasing capacity grew
         # instance type (None: any) -> free (gpu, cpu, mem) -> the names of the nodes with that much
         # free, sorted: best fit looks at each distinct free capacity once (placement.best_fit),
-        # not at every node, and a cluster of alike nodes has few of them.
+        # not at every node, and a cluster of alike nodes has few of them. `by_combined` is the
+        # same for free plus releasing capacity, which preemption and reclaim plans count: a
+        # scan of every node there made a cycle grow with the square of a public pool's size.
         self.by_free: dict[str | None, dict[tuple[int, int, int], list[str]]] = {}
+        self.by_combined: dict[str | None, dict[tuple[int, int, int], list[str]]] = {}
         for s in states:
-            self._file(s, tuple(s.free))
+            _file(self.by_free, s, tuple(s.free))
+            _file(self.by_combined, s, s.combined())
 
-    def _file(self, state: NodeState, free: tuple[int, int, int]) -> None:
-        name = state.node.name
-        for itype in (None, state.node.instance_type):
-            insort(self.by_free.setdefault(itype, {}).setdefault(free, []), name)
-
-    def refile(self, state: NodeState, old: tuple[int, int, int], new: tuple[int, int, int]) -> None:
-        """The node's free capacity went from `old` to `new`."""
-        name = state.node.name
-        for itype in (None, state.node.instance_type):
-            groups = self.by_free[itype]
-            names = groups[old]
-            del names[bisect_left(names, name)]
-            if not names:
-                del groups[old]
-        self._file(state, new)
+    def groups(self, combined: bool) -> dict[str | None, dict[tuple[int, int, int], list[str]]]:
+        return self.by_combined if combined else self.by_free
 
     def names_for(self, instance_type: str | None) -> tuple[str, ...]:
         if instance_type is None:
             return self.names
         return self.by_type.get(instance_type, ())
 
+
+def _file(index: dict, state: NodeState, amounts: tuple[int, int, int]) -> None:
+    name = state.node.name
+    for itype in (None, state.node.instance_type):
+        insort(index.setdefault(itype, {}).setdefault(amounts, []), name)
+
+
+def _refile(index: dict, state: NodeState, old: tuple[int, int, int],
+            new: tuple[int, int, int]) -> None:
+    """The node's entry in `index` went from `old` to `new`."""
+    name = state.node.name
+    for itype in (None, state.node.instance_type):
+        groups = index[itype]
+        names = groups[old]
+        del names[bisect_left(names, name)]
+        if not names:
+            del groups[old]
+    _file(index, state, new)
 
 class CapacityView:
     def __init__(self, nodes: tuple[Node, ...], pods: tuple[RunningPod, ...]):
@@ -122,10 +132,6 @@ class CapacityView:
             if state is not None:
                 _hold(state, pod)
 
-    def _to_releasing(self, state: NodeState, res: Resources) -> None:
-        for i, amount in enumerate(res.as_tuple()):
-            state.releasing[i] += amount
-
     def scope(self, key: tuple, nodes: list[Node]) -> Scope:
         """The scope named `key` over the ready ones of `nodes` (built once per cycle)."""
         found = self.scopes.get(key)
@@ -137,22 +143,29 @@ class CapacityView:
                 s.scopes.append(found)
         return found
 
-    def _take_free(self, state: NodeState, amounts: tuple[int, int, int]) -> None:
-        old = tuple(state.free)
+    def _change(self, state: NodeState, taken: tuple[int, int, int],
+                released: tuple[int, int, int] = (0, 0, 0)) -> None:
+        """Take `taken` from the node's free capacity and add `released` to its releasing
+        capacity (either may be negative); every scope of the node sees the change."""
+        old_free, old_combined = tuple(state.free), state.combined()
         for i in range(3):
-            state.free[i] -= amounts[i]
+            state.free[i] -= taken[i]
+            state.releasing[i] += released[i]
+        new_free, new_combined = tuple(state.free), state.combined()
         for scope in state.scopes:
             scope.version += 1
             for i in range(3):
-                scope.free[i] -= amounts[i]
-            if any(amounts):
-                scope.refile(state, old, tuple(state.free))
+                scope.free[i] -= taken[i]
+            if new_free != old_free:
+                _refile(scope.by_free, state, old_free, new_free)
+            if new_combined != old_combined:
+                _refile(scope.by_combined, state, old_combined, new_combined)
 
     def admit(self, name: str, res: Resources) -> tuple[int, ...]:
         """Take `res` from the node's free capacity; returns the GPU indices assigned."""
         state = self.states[name]
         ids, state.free_ids = state.free_ids[: res.gpu], state.free_ids[res.gpu:]
-        self._take_free(state, res.as_tuple())
+        self._change(state, res.as_tuple())
         return tuple(ids)
 
     def reserve(self, name: str, res: Resources) -> None:
@@ -160,43 +173,38 @@ class CapacityView:
         state = self.states[name]
         want = res.as_tuple()
         from_releasing = tuple(min(max(state.releasing[i], 0), want[i]) for i in range(3))
-        for i in range(3):
-            state.releasing[i] -= from_releasing[i]
         from_free = tuple(want[i] - from_releasing[i] for i in range(3))
         if from_free[0]:
             state.free_ids = state.free_ids[: len(state.free_ids) - from_free[0]]
-        self._take_free(state, from_free)
-        for scope in state.scopes:
-            scope.version += 1
+        self._change(state, from_free, _neg(from_releasing))
 
     def block(self, name: str, amounts: tuple[int, int, int]) -> tuple:
         """Hold capacity for a reservation (scheduler/reservation.py), releasing capacity first,
         then free: no job planned later in the cycle gets it. Returns what unblock() needs."""
         state = self.states[name]
         from_releasing = tuple(min(max(state.releasing[i], 0), amounts[i]) for i in range(3))
-        for i in range(3):
-            state.releasing[i] -= from_releasing[i]
         from_free = tuple(amounts[i] - from_releasing[i] for i in range(3))
         cut = len(state.free_ids) - from_free[0]
         ids, state.free_ids = tuple(state.free_ids[cut:]), state.free_ids[:cut]
-        self._take_free(state, from_free)
+        self._change(state, from_free, _neg(from_releasing))
         return from_releasing, from_free, ids
 
     def unblock(self, name: str, held: tuple) -> None:
         """Give back what block() held."""
         from_releasing, from_free, ids = held
         state = self.states[name]
-        for i in range(3):
-            state.releasing[i] += from_releasing[i]
         state.free_ids = sorted(state.free_ids + list(ids))
-        self._take_free(state, (-from_free[0], -from_free[1], -from_free[2]))
+        self._change(state, _neg(from_free), from_releasing)
 
     def release(self, pod: RunningPod) -> None:
         """A victim chosen this cycle: its capacity is releasing, not free."""
         state = self.states[pod.node]
         state.pods = [p for p in state.pods if p is not pod]  # identity: eq compares fields
         state.terminating.append(pod)
-        self._to_releasing(state, pod.resources)
+        self._change(state, (0, 0, 0), pod.resources.as_tuple())
         for scope in state.scopes:
-            scope.version += 1
             scope.released += 1
+
+
+def _neg(amounts: tuple[int, int, int]) -> tuple[int, int, int]:
+    return (-amounts[0], -amounts[1], -amounts[2])

@@ -19,7 +19,7 @@ class Shares:
     """Each quota's borrowed capacity: its running idle pods, plus what this cycle admits idle."""
 
     def __init__(self, pods: tuple[RunningPod, ...]):
-        self._known: dict[tuple, Fraction] = {}  # pass 2 asks for a share at every turn
+        self._known: dict[tuple, float] = {}  # pass 2 asks for a share at every turn
         self.borrowed: dict[str, list[int]] = {}
         for pod in pods:
             if pod.kind == KIND_IDLE and not pod.terminating and pod.quota_id is not None:
@@ -32,17 +32,21 @@ class Shares:
         for i, value in enumerate(amount.as_tuple()):
             acc[i] += value
 
-    def share(self, qid: str, capacity, weight, at_start: bool = False) -> Fraction:
-        """Its dominant share of `capacity` (its lending scope's), divided by its weight."""
+    def share(self, qid: str, capacity, weight, at_start: bool = False) -> float:
+        """Its dominant share of `capacity` (its lending scope's), divided by its weight.
+
+        Computed exactly, then rounded once to a float: equal shares stay equal, and the heap
+        of pass 2 and the victim order compare floats, which is several times cheaper than
+        comparing Fractions there."""
         found = self._known.get((qid, at_start))
         if found is None:
             found = self._known[(qid, at_start)] = self._share(qid, capacity, weight, at_start)
         return found
 
-    def _share(self, qid: str, capacity, weight, at_start: bool) -> Fraction:
+    def _share(self, qid: str, capacity, weight, at_start: bool) -> float:
         used = self.at_start.get(qid) if at_start else self.borrowed.get(qid)
         if not used or weight <= 0:
-            return Fraction(0)
+            return 0.0
         dominant = max((Fraction(used[i], capacity[i]) for i in range(3) if capacity[i]),
                        default=Fraction(0))
-        return dominant / Fraction(weight)
+        return float(dominant / Fraction(weight))

@@ -27,12 +27,10 @@ def best_fit(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
              trial: dict[str, Avail]) -> tuple[str, Avail] | None:
     """The best node for one pod, given availability already changed by `trial`.
 
-    On free capacity (not combined) each distinct free capacity of the scope's nodes is looked at
-    once (Scope.by_free), and the nodes of `trial` one by one: a scan of every node per pod was
-    most of a cycle's plan time at 600 nodes (bench/cycle_profile.py). Counting releasing
-    capacity too (preemption and reclaim plans), every node is scanned (_scan)."""
-    if combined:
-        return _scan(view, scope, req, combined, trial)
+    Each distinct availability of the scope's nodes (free, or free plus releasing when
+    `combined`: Scope.groups) is looked at once, and the nodes of `trial` one by one: a scan of
+    every node per pod was most of a cycle's plan time (bench/cycle_profile.py), and grew with
+    the square of a pool's size (bench/scheduler_core.py)."""
     g, c, m = req.resources.as_tuple()
     itype = req.instance_type
     best = None
@@ -44,7 +42,7 @@ def best_fit(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
             key = (avail[0] - g, avail[1] - c, avail[2] - m, name)
             if best is None or key < best:
                 best = key
-    for free, names in scope.by_free.get(itype, {}).items():
+    for free, names in scope.groups(combined).get(itype, {}).items():
         if free[0] < g or free[1] < c or free[2] < m:
             continue
         left = (free[0] - g, free[1] - c, free[2] - m)
@@ -53,27 +51,6 @@ def best_fit(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
         name = next((n for n in names if n not in trial), None)  # the first name: names are sorted
         if name is not None and (best is None or (*left, name) < best):
             best = (*left, name)
-    return None if best is None else (best[3], best[:3])
-
-
-def _scan(view: CapacityView, scope: Scope, req: PodRequest, combined: bool,
-          trial: dict[str, Avail]) -> tuple[str, Avail] | None:
-    """best_fit by looking at every node of the scope."""
-    g, c, m = req.resources.as_tuple()
-    states = view.states
-    best = None
-    for name in scope.names_for(req.instance_type):
-        avail = trial.get(name)
-        if avail is None:
-            # Inlined base_avail: this loop is the hot path of a cycle.
-            state = states[name]
-            avail = state.combined() if combined else state.free
-        left_gpu = avail[0] - g
-        if left_gpu < 0 or avail[1] < c or avail[2] < m:
-            continue
-        key = (left_gpu, avail[1] - c, avail[2] - m, name)
-        if best is None or key < best:
-            best = key
     return None if best is None else (best[3], best[:3])
 
 
@@ -100,22 +77,22 @@ def place_gang(view: CapacityView, scope: Scope, requests: tuple[PodRequest, ...
 
 
 def gang_fits(view: CapacityView, scope: Scope, requests: tuple[PodRequest, ...]) -> bool:
-    """Whether place_gang would place the gang now. For a gang of alike pods it counts, node by
-    node, how many pods fit and stops as soon as there is room for all: the greedy placement
-    fills every node that has room, so it succeeds exactly when those counts add up."""
+    """Whether place_gang would place the gang now. For a gang of alike pods it counts how many
+    pods fit on the nodes of each distinct free capacity (Scope.by_free) and stops as soon as
+    there is room for all: the greedy placement fills every node that has room, so it succeeds
+    exactly when those counts add up."""
     first = requests[0]
     if any(r.resources != first.resources or r.instance_type != first.instance_type
            for r in requests):
         return place_gang(view, scope, requests) is not None
     need = first.resources.as_tuple()
-    states, room = view.states, 0
-    for name in scope.names_for(first.instance_type):
-        free = states[name].free
+    room = 0
+    for free, names in scope.by_free.get(first.instance_type, {}).items():
         if free[0] < need[0] or free[1] < need[1] or free[2] < need[2]:
             continue
         if not any(need):
             return True
-        room += min(free[i] // need[i] for i in range(3) if need[i])
+        room += len(names) * min(free[i] // need[i] for i in range(3) if need[i])
         if room >= len(requests):
             return True
     return False

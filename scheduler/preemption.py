@@ -82,6 +82,8 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
             avail = trial.get(name) or view.states[name].combined()
             if avail[0] + most[0] < g or avail[1] + most[1] < c or avail[2] + most[2] < m:
                 continue  # even every candidate on this node would not make room
+            if best is not None and cannot_beat(best[0], (g, c, m), avail, cands, taken):
+                continue
             option = _node_option(name, req, avail, cands, taken)
             if option is not None and (best is None or option[0] < best[0]):
                 best = option
@@ -92,6 +94,21 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
         chosen.extend(needed)
         taken.update(p.pod_id for _, p in needed)
     return _drop_unneeded(view, scope, requests, sorted(chosen, key=lambda kp: kp[0]))
+
+
+def cannot_beat(best: tuple, need, avail, cands: Ranked, taken: set[str]) -> bool:
+    """Whether a node's option is sure to sort after `best` (a _node_option key), judged without
+    working it out: a node short of room needs a victim, and its first victim comes no earlier
+    than its first candidate. Working out every node's option made a search grow with the size
+    of its scope, and a public pool's searches with the square of it."""
+    if all(avail[i] >= need[i] for i in range(3)):
+        return False
+    if best[0] == 0:
+        return True
+    if best[0] > 1:
+        return False
+    first = next((key for key, pod in cands if pod.pod_id not in taken), None)
+    return first is None or first > best[1][0]
 
 
 def _node_option(name, req, avail, cands, taken):

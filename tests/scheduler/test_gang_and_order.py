@@ -135,3 +135,24 @@ def test_a_strict_fifo_head_waiting_for_idle_capacity_yields_it_to_another_quota
     d = plan(snapshot(STRICT_NODES, STRICT_TREE, pods, jobs), NOW)
     assert [a.job_id for a in d.admissions] == ["own"]
     assert d.wait_reason("behind").code == HELD_BEHIND_HEAD
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_cycle_leaves_the_garbage_collector_as_it_found_it(enabled, monkeypatch):
+    import gc
+    import importlib
+
+    cycle = importlib.import_module("scheduler.plan").Cycle  # the module, not scheduler.plan()
+    seen, real_run = [], cycle.run
+
+    def run(self):
+        seen.append(gc.isenabled())  # off while the cycle runs
+        return real_run(self)
+
+    monkeypatch.setattr(cycle, "run", run)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        plan(snapshot([node("n1", "q1")], QUOTAS, [], [make_job("a").gpus(1)]), NOW)
+        assert seen == [False] and gc.isenabled() is enabled
+    finally:
+        gc.enable()

@@ -375,12 +375,33 @@ def test_reusing_an_earlier_jobs_outcome_decides_exactly_as_trying_every_job(sna
 
 @settings(max_examples=1000, deadline=None)
 @given(many_alike())
-def test_best_fit_over_distinct_free_capacities_places_exactly_as_scanning_every_node(snap):
+def test_best_fit_over_distinct_capacities_places_exactly_as_scanning_every_node(snap):
+    # Both indexes: free capacity (admissions) and free plus releasing (preemption plans).
     from scheduler import placement
 
-    with mock.patch.object(placement, "best_fit", placement._scan):
+    def scan_every_node(view, scope, req, combined, trial):
+        g, c, m = req.resources.as_tuple()
+        best = None
+        for name in scope.names_for(req.instance_type):
+            avail = trial.get(name) or placement.base_avail(view, name, combined)
+            if avail[0] >= g and avail[1] >= c and avail[2] >= m:
+                key = (avail[0] - g, avail[1] - c, avail[2] - m, name)
+                best = key if best is None or key < best else best
+        return None if best is None else (best[3], best[:3])
+
+    with mock.patch.object(placement, "best_fit", scan_every_node):
         every_node_scanned = plan(snap, NOW)
     assert plan(snap, NOW) == every_node_scanned
+
+
+@settings(max_examples=1000, deadline=None)
+@given(many_alike())
+def test_victim_search_skipping_nodes_that_cannot_beat_the_best_chooses_as_trying_every_node(snap):
+    from scheduler import preemption
+
+    with mock.patch.object(preemption, "cannot_beat", lambda *args: False):
+        every_node_tried = plan(snap, NOW)
+    assert plan(snap, NOW) == every_node_tried
 
 
 @SETTINGS

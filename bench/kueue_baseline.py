@@ -137,8 +137,9 @@ def run(services: harness.Services, *, scale: float = 1.0, cohorts: int = 5, que
     services.wait(lambda: _unfinished(pks) == 0, f"all {len(pks)} jobs to finish", timeout=timeout_s, interval=0.5)
     cpu = services.cpu_report(cpu0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
                               + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
+    busy_s = harness.machine_cpu_seconds()[0] - cpu0[0]
     return {**figures(jobs, len(cluster.queues), submitted_s, max(lag for _, lag in done)), "cpu": cpu,
-            "cycles": services.cycle_report()}
+            "cycles": services.cycle_report(), "busy_s": busy_s, "loop_s": harness.reference_loop_s()}
 
 
 def _submit_part(plan: list[tuple[float, int, JobClass]], cluster: Cluster, t0: float
@@ -276,6 +277,12 @@ def report(r: dict) -> str:
              f"its binding), idle {100 - r['usage_pct']:.1f} % (from a pod's end to the next binding on its GPU "
              f"{r['gap_p50_s']:.3f} s p50, {r['gap_mean_s']:.3f} s mean)",
              r.get("cpu", ""), r.get("cycles", "")]
+    if "busy_s" in r:
+        # Core-seconds scale with the machine's speed on the day; over the reference loop they
+        # compare across days (and across --scale: the cost per job at 1x and 10x).
+        per_k = r["busy_s"] / r["jobs"] * 1000
+        lines.append(f"cost: whole machine {per_k:.1f} core-seconds per 1,000 jobs; over the reference loop "
+                     f"({r['loop_s']:.2f} s after the run) {per_k / r['loop_s']:.0f}")
     return "\n".join(lines)
 
 

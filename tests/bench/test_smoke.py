@@ -38,6 +38,7 @@ def test_the_kueue_baseline_runs_every_job_to_completion_and_reports_each_class(
     assert r["running_pct"] + r["preempted_run_pct"] + r["starting_pct"] == pytest.approx(r["usage_pct"])
     assert r["to_start_p50_s"] >= 0 and 0 <= r["gap_p50_s"] and r["gap_mean_s"] >= 0
     assert "per GPU: running" in kueue_baseline.report(r)
+    assert r["busy_s"] > 0 and r["loop_s"] > 0 and "core-seconds per 1,000 jobs" in kueue_baseline.report(r)
 
 
 def test_admission_throughput_binds_and_finishes_every_job(services):

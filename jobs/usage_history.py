@@ -43,7 +43,9 @@ class Epoch(Func):
                            **extra)
 
     def as_postgresql(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
+        # date_part, not EXTRACT: since PostgreSQL 14 EXTRACT computes a numeric, slow over the
+        # tens of thousands of pod rows a sum reads; date_part gives the float8 itself.
+        return self.as_sql(compiler, connection, template="date_part('epoch', %(expressions)s)", **extra)
 
 
 @dataclass(frozen=True)

@@ -11,3 +11,14 @@ request comes near, still get gunicorn's own answer.
 limit_request_line = 8190  # the most gunicorn takes (its default is 4,094)
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+
+def post_worker_init(worker):
+    """Once a worker has loaded the application: load the views too (Django imports them at the first
+    request), then freeze all of it out of the garbage collector's scans, as the Celery workers do."""
+    from django.urls import get_resolver
+
+    from console import collector
+
+    get_resolver().url_patterns  # noqa: B018 - imports every view module
+    collector.tune()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import connection
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication
 
@@ -22,6 +22,11 @@ from apikit.models import AccessKey, AccessKeyStatus, ApiNonce
 # nonce can arrive twice at most 30 minutes apart: keeping 30 minutes of nonces catches every replay.
 NONCE_KEEP = 2 * acs3.MAX_CLOCK_SKEW
 PRUNE_EVERY_S = 60
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+_INSERT_NONCE = (f'INSERT INTO "{ApiNonce._meta.db_table}" (nonce, seen_at) VALUES (%s, %s) '
+                 "ON CONFLICT (nonce) DO NOTHING")
 
 
 class DbNonceStore:
@@ -31,12 +36,11 @@ class DbNonceStore:
 
     def seen(self, nonce: str, at: datetime) -> bool:
         self._prune(at)
-        try:
-            with transaction.atomic():
-                ApiNonce.objects.create(nonce=nonce, seen_at=at)  # acs3 bounds it
-        except IntegrityError:
-            return True
-        return False
+        # One statement and no transaction of its own (an INSERT that fails on the index needs
+        # BEGIN and COMMIT or a savepoint around it): a nonce already there inserts no row.
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_NONCE, [nonce, connection.ops.adapt_datetimefield_value(at)])  # acs3 bounds it
+            return cursor.rowcount == 0
 
     @classmethod
     def _prune(cls, at: datetime) -> None:
@@ -73,10 +77,11 @@ class Acs3Authentication(BaseAuthentication):
         except acs3.Acs3Error as e:
             raise ApiError(e.code, e.message, e.status) from None
         key = next(iter(keys.values()))
-        # Conditional update: a busy key writes last_used_at at most once a minute.
-        AccessKey.objects.filter(pk=key.pk).exclude(last_used_at__gt=now - timedelta(minutes=1)).update(
-            last_used_at=now
-        )
+        # A busy key writes last_used_at at most once a minute: not at all while the row just read says
+        # it did, and then by a conditional update, which one of several processes wins.
+        recently = now - LAST_USED_EVERY
+        if key.last_used_at is None or key.last_used_at <= recently:
+            AccessKey.objects.filter(pk=key.pk).exclude(last_used_at__gt=recently).update(last_used_at=now)
         return key.user, key
 
     def authenticate_header(self, request):

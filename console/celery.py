@@ -1,6 +1,5 @@
 """The Celery app: the scheduler, the market ticker and the node agents are its workers."""
 
-import gc
 import os
 import sys
 
@@ -11,6 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 from django.conf import settings  # noqa: E402
 from django.db import close_old_connections  # noqa: E402
 
+from console import collector  # noqa: E402
 from console.config import ConfigError  # noqa: E402
 
 try:
@@ -18,14 +18,6 @@ try:
 except ConfigError as exc:
     sys.exit(f"opendlc: configuration error: {exc}")
 
-# CPython's cyclic garbage collector, as every worker sets it at start (web processes keep the
-# defaults). A schedule cycle with thousands of waiting jobs builds hundreds of thousands of
-# short-lived rows and tuples; with the default thresholds (700, 10, 10) they set off frequent
-# collections, full ones a large share of a busy cycle (docs/performance.md). So what the worker
-# loaded at start (Django, Celery, the modules) is frozen out of the collector's scans, and a
-# collection waits for 50,000 new objects. Nearly all of them are freed by reference counting
-# long before that; only garbage in reference cycles waits longer to be freed.
-GC_THRESHOLDS = (50_000, 20, 10)
 
 app = Celery("opendlc")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -34,8 +26,7 @@ app.autodiscover_tasks()
 
 @signals.worker_init.connect
 def _tune_gc(**_kwargs) -> None:
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    collector.tune()  # once the worker has loaded its code (console/collector.py)
 
 
 # Database connections. Celery's Django fixup closes them before and after every task (since Celery

@@ -148,7 +148,11 @@ class Job(models.Model):
                                     name="unique_client_token"),
         ]
         indexes = [
-            models.Index(fields=["workspace", "-created_at"]),
+            # Also the scope's side of the Usage page's joins (pods and bills to their jobs): what
+            # usage_scope and visible_jobs test and what the sums group by are in it, so PostgreSQL
+            # reads it instead of every job row.
+            models.Index(fields=["workspace", "-created_at"], include=["id", "quota", "user", "accessibility"],
+                         name="job_workspace_covering"),
             models.Index(fields=["status"]),
             models.Index(fields=["workspace", "status"]),  # a workspace's waiting jobs, counted per submission
             # ListJobs' default window (created in the last 7 days) counts its TotalCount from this
@@ -156,7 +160,8 @@ class Job(models.Model):
             models.Index(fields=["created_at"], include=["workspace", "user", "accessibility", "status"],
                          name="job_created_covering"),
             # The Usage page's queueing times: the jobs whose first Running falls in the range.
-            models.Index(fields=["running_at"], include=["workspace", "quota", "submitted_at", "created_at"],
+            models.Index(fields=["running_at"], include=["workspace", "quota", "submitted_at", "created_at", "user",
+                                                         "accessibility"],
                          name="job_running_covering"),
         ]
 
@@ -298,6 +303,19 @@ def incarnation_id(name: str, incarnation: int) -> str:
     return f"{name}-{incarnation}" if incarnation else name
 
 
+class EndOrNever(models.Func):
+    """A pod's finished_at, or the end of time while it runs: "still running after X" as one comparison
+    that an index on this expression answers (an OR with IS NULL would not be read from the index).
+    The constant is in the SQL, not a parameter, so that a prepared statement still matches the index."""
+
+    output_field = models.DateTimeField()
+    arity = 1
+    template = "COALESCE(%(expressions)s, 'infinity'::timestamptz)"
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="COALESCE(%(expressions)s, '9999-12-31 23:59:59')", **extra)
+
+
 class Pod(models.Model):
     """One process of a job. A restart makes a new incarnation; earlier ones are kept (current=False).
 
@@ -344,6 +362,10 @@ class Pod(models.Model):
             # ones among all the finished pods ever run, which a table scan would read each cycle.
             models.Index(fields=["id"], condition=Q(node__isnull=False, status__in=LIVE_STATUSES),
                          name="pod_live_bound"),
+            # The Usage page's GPU-hours: the pods that ran after the range's start, read from the
+            # index alone (what gpu_use sums and joins on is in it).
+            models.Index(EndOrNever("finished_at"), include=["job", "started_at", "finished_at", "gpu", "kind"],
+                         name="pod_end_covering"),
             # The Usage page's preemptions: the few evicted pods among all, by when they ended.
             models.Index(fields=["finished_at"], condition=Q(sub_status=PodSubStatus.EVICTED),
                          name="pod_evicted_finished"),

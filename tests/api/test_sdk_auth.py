@@ -1,5 +1,6 @@
 """Signature checks over HTTP: what a real SDK client gets back when its request is not acceptable."""
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -10,6 +11,7 @@ from alibabacloud_tea_openapi.utils import Utils
 
 from apikit.models import AccessKey, AccessKeyStatus, ApiNonce
 from tests.api.conftest import dlc_client
+from tests.api.signed import signed_headers
 
 
 def rejected(call) -> ClientException:
@@ -116,3 +118,27 @@ def test_a_server_that_keeps_the_raw_path_answers_a_real_extra_segment_as_an_unk
     assert (encoded.status_code, encoded.json()["Code"]) == (404, "EntityNotExist.Job")
     assert "'dlc/1'" in encoded.json()["Message"]
     assert (extra.status_code, extra.json()["Code"]) == (404, "InvalidAction.NotFound")
+
+
+def test_a_signed_request_costs_a_key_read_and_a_nonce_insert(client, alice_key, django_assert_num_queries,
+                                                                monkeypatch):
+    """The floor under every action: the key, the nonce (one statement, no transaction around it),
+    and last_used_at only when the key read says it is a minute old."""
+    from apikit.auth import DbNonceStore
+
+    monkeypatch.setattr(DbNonceStore, "_last_prune", time.monotonic())  # pruned a moment ago
+
+    def get_missing_job():
+        sent = signed_headers(alice_key, "GET", "/api/v1/jobs/dlc-missing", {}, b"", "testserver")
+        return client.get("/api/v1/jobs/dlc-missing", headers={k: v for k, v in sent.items() if k != "content-type"},
+                          CONTENT_TYPE=sent["content-type"])
+
+    with django_assert_num_queries(4):  # the key, the nonce, last_used_at, the job
+        assert get_missing_job().json()["Code"] == "EntityNotExist.Job"
+    with django_assert_num_queries(3):  # used a moment ago: no update
+        assert get_missing_job().json()["Code"] == "EntityNotExist.Job"
+    key = AccessKey.objects.filter(access_key_id=alice_key[0])
+    key.update(last_used_at=datetime.now(timezone.utc) - timedelta(minutes=2))
+    with django_assert_num_queries(4):
+        get_missing_job()
+    assert key.get().last_used_at > datetime.now(timezone.utc) - timedelta(minutes=1)

@@ -4,6 +4,8 @@ nearest-rank queueing percentiles, and preemptions with the work they lost."""
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Job, Pod, PodKind
 from jobs.states import PodStatus, PodSubStatus
@@ -107,3 +109,30 @@ def test_preemptions_cost_the_gpu_hours_since_the_last_checkpoint_or_the_start(a
     nlp = Quota.objects.get(name="nlp-team").pk
     assert {(p.quota_id, p.reason, p.pods, p.jobs, round(p.lost_gpu_seconds / 3600, 6)) for p in found} == {
         (nlp, "Preempted", 2, 1, 16), (None, "SpotReleased", 1, 1, 6)}
+
+
+
+def plans_of(read) -> str:
+    """PostgreSQL's plans for the statements `read()` runs, with table scans priced out: which
+    indexes they can read (on a test's few rows the planner would scan the tables anyway)."""
+    with CaptureQueriesContext(connection) as statements:
+        read()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plans = []
+        for statement in statements.captured_queries:
+            cursor.execute(f"EXPLAIN {statement['sql']}")
+            plans += [row[0] for row in cursor.fetchall()]
+    return "\n".join(plans)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the covering indexes are PostgreSQL's")
+def test_the_usage_sums_read_their_covering_indexes(alice):
+    """A change to a filter (an OR, a parameter in place of EndOrNever's constant) or to an index would
+    leave the Usage page reading every job and pod row, with no other sign until there are many."""
+    jobs = Job.objects.filter(workspace__in=Workspace.objects.values("pk"))
+
+    pods = plans_of(lambda: gpu_use(jobs, START, END, LATER))
+    assert "on pod_end_covering" in pods and "Index Cond: (COALESCE(finished_at, 'infinity'" in pods
+    assert "Index Only Scan using job_running_covering" in plans_of(lambda: queue_times(jobs, START, END))
+    assert "Index Only Scan using job_workspace_covering" in plans_of(lambda: list(jobs.values("pk", "quota", "user")))

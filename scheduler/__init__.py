@@ -3,11 +3,14 @@
 See scheduler/plan.py for the public API and the cycle.
 """
 
-from .decisions import Admission, Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason
+from .decisions import (
+    Admission, Decisions, Growth, PodPlacement, Preemption, PreemptionReason, Shrink, WaitReason,
+)
 from .model import (
                         ACCEPT,
                         BEST_EFFORT,
                         ECS,
+                        ElasticJob,
                         FORBIDDEN,
                         FORCE,
                         KIND_GUARANTEED,
@@ -35,5 +38,5 @@ __all__ = [
     "MarketState", "Resources", "ZERO", "Decisions", "Admission", "PodPlacement", "Preemption",
     "PreemptionReason", "WaitReason", "ECS", "LINGJUN", "STRICT_FIFO", "BEST_EFFORT",
     "FORBIDDEN", "ACCEPT", "FORCE", "SOURCE_QUOTA", "SOURCE_SPOT", "SOURCE_PAYG",
-    "KIND_GUARANTEED", "KIND_IDLE", "KIND_SPOT", "KIND_PAYG",
+    "KIND_GUARANTEED", "KIND_IDLE", "KIND_SPOT", "KIND_PAYG", "ElasticJob", "Growth", "Shrink",
 ]

@@ -345,6 +345,8 @@ FIELD_NAMES = {
     "custom_envs": "CustomEnvs", "tags": "Settings.Tags", "elastic_spec": "ElasticSpec",
     "client_token": "x-acs-client-token",
     "elastic_spec.EnableElasticTraining": "ElasticSpec.EnableElasticTraining",
+    "elastic_spec.MinParallelism": "ElasticSpec.MinParallelism",
+    "elastic_spec.MaxParallelism": "ElasticSpec.MaxParallelism",
 }
 ROLE_FIELD_NAMES = {
     "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image", "image_config": "ImageConfig",

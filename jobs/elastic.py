@@ -22,7 +22,7 @@ from datetime import datetime
 from jobs import dispatch
 from jobs.aimaster import next_incarnation
 from jobs.models import Job, JobEvent, Pod
-from jobs.states import JobStatus, PodStatus
+from jobs.states import LIVE_STATUSES, JobStatus, PodStatus
 
 RESIZED = "ElasticResize"  # the job event of each resize
 ACTIVE = (JobStatus.ENV_PREPARING, JobStatus.RUNNING)  # the states in which a job is resized
@@ -73,3 +73,18 @@ def unbound_workers(job_ids) -> dict[tuple[str, str, int], int]:
     return {(job_id, role, index): pk for pk, job_id, role, index in Pod.objects.filter(
         job__job_id__in=job_ids, current=True, node__isnull=True, status=PodStatus.PENDING).values_list(
         "pk", "job__job_id", "role", "index")}
+
+
+def summary(job: Job) -> dict | None:
+    """An elastic job's workers now and its range, as the console and the API show them; None for
+    a job that is not elastic. Reads job.pods.all(), so a prefetched list costs no query."""
+    found = job.elastic_range
+    if found is None:
+        return None
+    current = sum(1 for p in job.pods.all() if p.current and p.node_id is not None and p.status in LIVE_STATUSES)
+    return {"current": current, "min": found[0], "max": found[1]}
+
+
+def resizes(job: Job) -> list[JobEvent]:
+    """Its resizes, oldest first: the events begin_resize recorded."""
+    return list(job.events.filter(reason=RESIZED).order_by("at", "id"))

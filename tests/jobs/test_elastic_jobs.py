@@ -105,3 +105,30 @@ def test_an_elastic_job_ends_whole_when_a_reclaim_takes_a_worker_within_its_mini
     reclaim_one_node(alice, cycle, sent)
     assert [reason for _, reason in stops(sent)] == ["Preempted"]
     assert not JobEvent.objects.filter(job=job, reason="ElasticResize").exists()
+
+
+def test_the_job_page_and_get_job_show_its_workers_now_its_range_and_each_resize(
+        alice, bob, cycle, reports, sent, client):
+    from api.job_shapes import job_detail, job_item
+
+    job = running_borrower(bob, cycle, reports, sent)
+    lender = reclaim_one_node(alice, cycle, sent)
+    reports(*[report(p, "Failed", exit_code=143) for p in current(job)])
+    job = Job.objects.get(pk=job.pk)
+    body = job_detail(job)
+    assert body["ElasticWorkers"] == {"Current": 1, "MinParallelism": 1, "MaxParallelism": 2}
+    assert job_item(job)["ElasticWorkers"]["Current"] == 1
+    (resize,) = body["ElasticResizes"]
+    assert resize["Message"] == f"Shrunk from 2 to 1 workers: reclaimed by quota cv-team for job {lender.job_id}"
+
+    client.force_login(bob)
+    page = client.get(f"/jobs/{job.job_id}/").content.decode()
+    assert '<dt>Elastic workers</dt><dd><span class="mono">1</span> now <span class="muted">· min 1 · max 2' in page
+    assert "<h2>Resizes</h2>" in page and "Shrunk from 2 to 1 workers: reclaimed by quota cv-team" in page
+
+
+def test_a_job_that_is_not_elastic_shows_no_workers_range(bob, cycle):
+    from api.job_shapes import job_detail
+
+    body = job_detail(create_job(bob, make_request(pods=1)))
+    assert (body["ElasticWorkers"], body["ElasticResizes"]) == (None, None)

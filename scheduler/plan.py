@@ -833,7 +833,8 @@ class Cycle:
                     waiting.append(WaitReason(job.job_id, status, code, message, name,
                                               position, waiting_for,
                                               *self.reserved.get(job.job_id, (None, ()))))
-        preemptions, shrinks = elastic.shrinks(self.pods, self.preemptions)
+        preemptions, shrinks = (elastic.shrinks(self.pods, self.preemptions) if self.spare_pods
+                                else (self.preemptions, []))
         return Decisions(
             admissions=tuple(sorted(self.admissions, key=lambda a: a.job_id)),
             preemptions=tuple(sorted(preemptions, key=lambda p: p.pod_id)),

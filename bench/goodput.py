@@ -18,6 +18,9 @@ Figures, per borrower:
                     samples a worker computes per second alone, measured first). A sample is one
                     worker's step: a step of W data-parallel workers is W samples.
   lost per preemption   steps the job had done when stopped minus the step it resumed from.
+  kept per s        samples kept per second of the run: what the borrower got out of the idle
+                    nodes (a gang waiting to be re-admitted holds nothing, so its goodput alone
+                    does not show what its waits cost).
   resume            from a lender job's end (its node free again) to the borrower's pods bound
                     there (the platform's part), and to its first step after that (plus its own
                     start-up: a Python process importing torch).
@@ -284,12 +287,13 @@ def report(r: dict) -> str:
         goodput = b["samples"] / ideal if ideal else 0.0
         lost = b["lost_steps"]
         lost_text = f"{max(lost)} (mean {sum(lost) / len(lost):.1f})" if lost else "-"
-        rows.append((b["kind"], f"{goodput:.1%}", f"{b['samples']:,}", f"{b['held_gpu_s']:,.0f}", len(lost),
+        rows.append((b["kind"], f"{goodput:.1%}", f"{b['samples']:,}", f"{b['samples'] / r['seconds']:.1f}",
+                     f"{b['held_gpu_s']:,.0f}", len(lost),
                      lost_text, _spread(b["bind_s"]), _spread(b["resume_s"]), b["resizes"], b["preemption_restarts"]))
     lines = [(f"goodput: {r['nodes']} one-GPU nodes, {r['seconds']:.0f} s a borrower, "
               f"{len(r['schedule'])} lender jobs (seeded), checkpoint every {r['ckpt_every']} steps of "
               f"{r['step_s']} s; a worker alone computes {r['rate']:.2f} samples/s"),
-             harness.table(rows, ("borrower", "goodput", "samples kept", "GPU-s held", "resumed",
+             harness.table(rows, ("borrower", "goodput", "samples kept", "kept per s", "GPU-s held", "resumed",
                                   "lost steps a stop: max", "node free -> bound (s)", "node free -> stepping (s)",
                                   "resizes", "re-queued")),
              ("goodput = samples kept / (GPU-seconds held x samples per second of one worker alone); targets: "

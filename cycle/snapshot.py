@@ -125,8 +125,8 @@ def _growable(pods: tuple[scheduler.RunningPod, ...]) -> tuple[scheduler.Elastic
     held: dict[str, list[scheduler.RunningPod]] = {}
     for pod in pods:
         held.setdefault(pod.job_id, []).append(pod)
-    types = dict(((job, role), itype) for job, role, itype in JobSpec.objects.filter(job_id__in=jobs).values_list(
-        "job_id", "role", "spec__instance_type"))
+    types = {(job, role): itype for job, role, itype in JobSpec.objects.filter(job_id__in=jobs).values_list(
+        "job_id", "role", "spec__instance_type")}
     more: dict[int, list[scheduler.PodRequest]] = {}
     for job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
             job_id__in=jobs, current=True, node__isnull=True, status=PodStatus.PENDING).order_by(

@@ -4,13 +4,19 @@ See scheduler/plan.py for the public API and the cycle.
 """
 
 from .decisions import (
-    Admission, Decisions, Growth, PodPlacement, Preemption, PreemptionReason, Shrink, WaitReason,
+    Admission,
+    Decisions,
+    Growth,
+    PodPlacement,
+    Preemption,
+    PreemptionReason,
+    Shrink,
+    WaitReason,
 )
 from .model import (
                         ACCEPT,
                         BEST_EFFORT,
                         ECS,
-                        ElasticJob,
                         FORBIDDEN,
                         FORCE,
                         KIND_GUARANTEED,
@@ -22,6 +28,7 @@ from .model import (
                         SOURCE_QUOTA,
                         SOURCE_SPOT,
                         STRICT_FIFO,
+                        ElasticJob,
                         MarketState,
                         Node,
                         PendingJob,

@@ -166,10 +166,10 @@ def names_of_quotas(demo_cluster):
 # --- ElasticSpec, and fields sent back from GetJob ---------------------------------------------
 
 def elastic_job(names_of_quotas, pods=4, **spec):
-    return dict(ResourceId=names_of_quotas["nlp-team"],
-                JobSpecs=[{"Type": "Worker", "Image": "pytorch:2", "PodCount": pods,
-                           "ResourceConfig": {"GPU": "1", "CPU": "4", "Memory": "16Gi"}}],
-                ElasticSpec={"EnableElasticTraining": True, **spec})
+    return {"ResourceId": names_of_quotas["nlp-team"],
+            "JobSpecs": [{"Type": "Worker", "Image": "pytorch:2", "PodCount": pods,
+                          "ResourceConfig": {"GPU": "1", "CPU": "4", "Memory": "16Gi"}}],
+            "ElasticSpec": {"EnableElasticTraining": True, **spec}}
 
 
 def test_an_elastic_job_is_stored_with_its_range_and_echoed(alice_dlc, names_of_quotas):

@@ -103,7 +103,7 @@ def test_the_same_borrower_as_a_gang_waits_out_the_lender_and_ends_later(write_t
 
 
 def test_an_elastic_job_starts_with_the_gpus_that_are_free_and_grows_when_more_free_up(write_trace):
-    first, second = replay_rows(write_trace, [job(0, 1_000, 4, "a"), job(10, 1_000, 8, "a")],
+    _, second = replay_rows(write_trace, [job(0, 1_000, 4, "a"), job(10, 1_000, 8, "a")],
                                 {"a": 1}, "elastic", checkpoint_minutes=1)
     assert (second.first_start, second.growths, second.shrinks) == (10, 1, 0)
     # 960 s at 4 GPUs kept (checkpoints every 60 s, 30 s lost), the rest at 8 from t=1,000.

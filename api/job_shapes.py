@@ -17,7 +17,7 @@ from agent import images
 from apikit import params
 from apikit.errors import invalid, invalid_fields
 from datasets.services import JobCodeSource, JobDataSource
-from jobs import aimaster
+from jobs import aimaster, elastic
 from jobs.models import Accessibility, Job, JobSpec, OversoldType, Pod, RestartRecord, Source
 from jobs.services import CustomEnv, JobRequest, PodResources, RoleRequest
 from jobs.states import JobStatus
@@ -345,6 +345,8 @@ FIELD_NAMES = {
     "custom_envs": "CustomEnvs", "tags": "Settings.Tags", "elastic_spec": "ElasticSpec",
     "client_token": "x-acs-client-token",
     "elastic_spec.EnableElasticTraining": "ElasticSpec.EnableElasticTraining",
+    "elastic_spec.MinParallelism": "ElasticSpec.MinParallelism",
+    "elastic_spec.MaxParallelism": "ElasticSpec.MaxParallelism",
 }
 ROLE_FIELD_NAMES = {
     "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image", "image_config": "ImageConfig",
@@ -554,6 +556,7 @@ def _core(job: Job) -> dict:
         "CustomEnvs": custom_envs_out(job),
         "Description": job.description,
         "ElasticSpec": job.elastic_spec or None,
+        "ElasticWorkers": _elastic_workers(job),
         "Duration": _duration(job),
         "RestartTimes": str(job.restart_count),
         "GmtCreateTime": params.fmt_time(job.created_at),
@@ -592,7 +595,17 @@ def job_detail(job: Job) -> dict:
         "Pods": pods_of(job),
         "StatusHistory": status_history(job),
         "RestartRecord": restart_records(job),
+        "ElasticResizes": [{"Time": params.fmt_time(e.at), "Message": e.message} for e in elastic.resizes(job)]
+        if job.elastic_range else None,
     }
+
+
+def _elastic_workers(job: Job) -> dict | None:
+    """OpenDLC's own key beside PAI's ElasticSpec: an elastic job's workers now and its range."""
+    found = elastic.summary(job)
+    if found is None:
+        return None
+    return {"Current": found["current"], "MinParallelism": found["min"], "MaxParallelism": found["max"]}
 
 
 def job_item(job: Job) -> dict:

@@ -14,6 +14,7 @@ from django.db import transaction
 from prometheus_client import Counter, Histogram
 
 import scheduler
+from cycle import resize
 from cycle.waiting import WaitingJobs
 from dbkit import bulk
 from jobs import dispatch, history
@@ -34,20 +35,25 @@ ADMISSION_WAIT = Histogram("opendlc_admission_wait_seconds", "From a job's submi
 
 
 def apply(decisions: scheduler.Decisions, now, waiting: WaitingJobs) -> list[dispatch.Message]:
-    """Preempt, then admit; returns the stop and start messages to send once this commits."""
-    messages = _preempt_all(decisions.preemptions, now)
+    """Preempt, then admit, then resize elastic jobs; returns the stop and start messages to send
+    once this commits."""
+    shrunk = {s.job_id for s in decisions.shrinks}
+    messages = _preempt_all(decisions.preemptions, now, shrunk)
     messages += _admit_all(decisions.admissions, now, waiting)
+    messages += resize.apply(decisions.shrinks, decisions.growths, now)
     return messages
 
 
-def _preempt_all(preemptions: tuple[scheduler.Preemption, ...], now) -> list[dispatch.Message]:
-    """Stop the preempted pods ("Resource Preempted"), one job event each naming its pods."""
+def _preempt_all(preemptions: tuple[scheduler.Preemption, ...], now, shrunk=frozenset()) -> list[dispatch.Message]:
+    """Stop the preempted pods ("Resource Preempted"), one job event each naming its pods. The pods
+    of a job the cycle shrinks (`shrunk`) stop as Shrunk: the job goes on (jobs/elastic.py)."""
     if not preemptions:
         return []
     jobs = {job_id: (pk, grace_s) for pk, job_id, grace_s in Job.objects.filter(
         job_id__in={p.job_id for p in preemptions}).locked().values_list("pk", "job_id", "termination_grace_s")}
     messages = dispatch.stop_many([
-        dispatch.Stop(p.pod_id, RELEASES.get(p.reason.code, dispatch.PREEMPTED), p.reason.message, jobs[p.job_id][1])
+        dispatch.Stop(p.pod_id, dispatch.SHRUNK if p.job_id in shrunk else RELEASES.get(p.reason.code, dispatch.PREEMPTED),
+                      p.reason.message, jobs[p.job_id][1])
         for p in preemptions], event="Resource Preempted")
     stopped = {m.payload["pod_id"] for m in messages}
     reasons = collections.Counter(p.reason.code for p in preemptions if p.pod_id in stopped)
@@ -136,7 +142,7 @@ def _admit_all(admissions: tuple[scheduler.Admission, ...], now, waiting: Waitin
 # would be read with a query per job (tests/jobs/test_scheduling.py counts them).
 ADMIT_FIELDS = ("job_id", "status", "reason_code", "reason_message", "running_at", "finished_at", "source",
                 "use_oversold_resource", "user_command", "envs", "custom_envs", "termination_grace_s", "max_running_time_minutes",
-                "data_sources", "code_source")
+                "data_sources", "code_source", "elastic_spec")
 
 
 def _count_preemptions(reasons: collections.Counter) -> None:

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 import scheduler
 from cycle import typical
-from jobs.models import JobSpec, Pod
+from jobs.models import Job, JobSpec, Pod, elastic_range
+from jobs.states import JobStatus, PodStatus
 from quotas.models import Node, NodeStatus, Quota, ResourceSpec
 from scheduler import reservation
 from spot.market_state import current_markets
@@ -25,8 +26,9 @@ from spot.market_state import current_markets
 
 def cluster(jobs: tuple[scheduler.PendingJob, ...]) -> scheduler.Snapshot:
     """The snapshot without its markets, which are priced at the cycle's now (read after this)."""
+    pods = _running_pods()
     return scheduler.Snapshot(nodes=_nodes(), quotas=_quotas(typical.for_cycle(timezone.now())),
-                              pods=_running_pods(), jobs=jobs)
+                              pods=pods, jobs=jobs, elastic=_growable(pods))
 
 
 def _nodes() -> tuple[scheduler.Node, ...]:
@@ -64,7 +66,8 @@ def _live_pods():
     return Pod.objects.holding().order_by("pk").values_list(
         "pod_id", "job__job_id", "node__name", "gpu", "cpu_m", "mem_mib", "kind", "started_at", "bound_at",
         "created_at", "job__quota__name", "job__priority", "gpu_indices", "job__last_checkpoint_at", "terminating",
-        "job_id", "role", "job__running_at", "job__max_running_time_minutes", named=True)
+        "job_id", "role", "job__running_at", "job__max_running_time_minutes", "index", "job__elastic_spec",
+        named=True)
 
 
 @contextmanager
@@ -98,8 +101,45 @@ def _running_pod(row, bid: tuple[Decimal | None, int] | None) -> scheduler.Runni
         row.pod_id, row.job__job_id, row.node__name, scheduler.Resources(row.gpu, row.cpu_m, row.mem_mib),
         row.kind or scheduler.KIND_GUARANTEED,  # unknown kind: treat as never preemptible
         started, row.job__quota__name, row.job__priority, tuple(row.gpu_indices), row.job__last_checkpoint_at,
-        row.terminating, bid[0] if bid else None, protection, _expected_end(row, started),
+        row.terminating, bid[0] if bid else None, protection, _expected_end(row, started), _spare(row),
     )
+
+
+def _spare(row) -> bool:
+    """A worker above its elastic job's MinParallelism: its first workers by index are the gang
+    that started it, and only workers above them are ever shrunk away (scheduler/elastic.py)."""
+    found = elastic_range(row.job__elastic_spec)
+    return found is not None and row.index >= found[0]
+
+
+def _growable(pods: tuple[scheduler.RunningPod, ...]) -> tuple[scheduler.ElasticJob, ...]:
+    """Running elastic jobs with unbound workers, every bound worker running and none stopping:
+    a job still starting or being resized does not grow until that is done."""
+    jobs = {pk: rest for pk, *rest in Job.objects.filter(
+        status=JobStatus.RUNNING, elastic_spec__EnableElasticTraining=True).values_list(
+        "pk", "job_id", "quota__name", "priority")}
+    if not jobs:
+        return ()
+    busy = set(Pod.objects.filter(job_id__in=jobs, current=True, node__isnull=False).exclude(
+        status=PodStatus.RUNNING).values_list("job_id", flat=True))
+    held: dict[str, list[scheduler.RunningPod]] = {}
+    for pod in pods:
+        held.setdefault(pod.job_id, []).append(pod)
+    types = {(job, role): itype for job, role, itype in JobSpec.objects.filter(job_id__in=jobs).values_list(
+        "job_id", "role", "spec__instance_type")}
+    more: dict[int, list[scheduler.PodRequest]] = {}
+    for job, role, index, gpu, cpu_m, mem_mib in Pod.objects.filter(
+            job_id__in=jobs, current=True, node__isnull=True, status=PodStatus.PENDING).order_by(
+            "index").values_list("job_id", "role", "index", "gpu", "cpu_m", "mem_mib"):
+        more.setdefault(job, []).append(scheduler.PodRequest(role, index, scheduler.Resources(gpu, cpu_m, mem_mib),
+                                                             types.get((job, role))))
+    out = []
+    for pk, (job_id, quota, priority) in sorted(jobs.items(), key=lambda kv: kv[1][0]):
+        running = held.get(job_id, [])
+        if pk in busy or pk not in more or not running or any(p.terminating for p in running):
+            continue
+        out.append(scheduler.ElasticJob(job_id, quota, running[0].kind, len(running), tuple(more[pk]), priority))
+    return tuple(out)
 
 
 def _expected_end(row, started):

@@ -57,7 +57,7 @@ from django.db.models.functions import Cast
 import scheduler
 from dbkit import bulk
 from jobs.dispatch import RoleRun
-from jobs.models import Job, JobSpec, Pod, Source
+from jobs.models import Job, JobSpec, Pod, Source, elastic_range
 from jobs.states import WAITING, PodStatus
 from scheduler.decisions import DEEP_IN_QUEUE, QUEUING
 from scheduler.plan import job_order, queue_of
@@ -416,7 +416,7 @@ def _read_details(pks: list[int]) -> list[_Entry]:
     jobs = Job.objects.filter(pk__in=pks, status__in=WAITING).order_by().annotate(
         requeued_at=Max("restarts__at"), modified=Cast("modified_at", TextField())).values_list(
         "pk", "job_id", "modified", "requeued_at", "submitted_at", "created_at", "quota__name", "workspace_id",
-        "oversold_type", "priority", "source", "max_running_time_minutes", named=True)
+        "oversold_type", "priority", "source", "max_running_time_minutes", "elastic_spec", named=True)
     specs: dict[int, dict[str, tuple[str, Decimal | None]]] = defaultdict(dict)
     roles: dict[int, list[RoleRun]] = defaultdict(list)
     for job, role, itype, limit, discount, on_demand, *run in JobSpec.objects.filter(job_id__in=pks).order_by(
@@ -447,4 +447,6 @@ def _pending_job(row, specs: dict[str, tuple[str, Decimal | None]], pods: list[s
         str(row.workspace_id), row.oversold_type, row.priority, SOURCES.get(row.source, scheduler.SOURCE_QUOTA),
         min(bids) if row.source == Source.SPOT and bids else None,  # the gang pays its lowest bid
         timedelta(minutes=row.max_running_time_minutes) if row.max_running_time_minutes else None,
+        # Elastic: its first MinParallelism workers (by index) are the gang (scheduler/elastic.py).
+        min_pods=(elastic_range(row.elastic_spec) or (0,))[0],
     )

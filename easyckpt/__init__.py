@@ -11,10 +11,16 @@
     easyckpt.report_progress(step)                # liveness for the platform's hang detection
     ckpt.close()
 
+An elastic job resumes at another world size when its state is data-parallel replicas (the
+default, layout="replicated"); layout="sharded" keeps one directory per rank and refuses another
+world size with WorldSizeMismatch (easyckpt/world.py).
+
 Pure Python; PyTorch is used only when the state holds tensors. Never imports Django or Celery.
 """
 
 from easyckpt.checkpointer import Checkpointer, CheckpointWriteError
 from easyckpt.progress import read_progress, report_progress
+from easyckpt.world import WorldSizeMismatch
 
-__all__ = ["Checkpointer", "CheckpointWriteError", "read_progress", "report_progress"]
+__all__ = ["Checkpointer", "CheckpointWriteError", "WorldSizeMismatch", "read_progress",
+           "report_progress"]

@@ -53,6 +53,11 @@ mode's whole stall, so fork is opt-in: choose "fork" or "auto" for a loop that r
 its state between saves (see `forked`). "deferred" takes the copy out of save() and overlaps it
 with the next step's compute; the optimizer step waits only for what is left of it.
 
+World size (`world`): an elastic job resumes at another world size than it saved at. A
+"replicated" state (data-parallel replicas, the default) loads at any world size and
+`loaded_world_size` says which one wrote it; a "sharded" state (each rank its own part) lives
+in one directory per rank and load_latest raises WorldSizeMismatch at another world size.
+
 Format: torch.save when the state holds tensors (torch is then already imported by the caller),
 pickle otherwise. Loading uses torch.load(weights_only=False): these files are written by this
 library for this job, and the full unpickler is needed for the plain objects next to the tensors.
@@ -71,7 +76,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from easyckpt import deferred, forked, progress, storage
+from easyckpt import deferred, forked, progress, storage, world
 from easyckpt.progress import checkpoint_dir, progress_path, record_checkpoint
 from easyckpt.snapshot import Snapshotter, tensor_devices
 
@@ -108,6 +113,9 @@ class Checkpointer:
         reuse_buffers: bool = True,
         snapshot: str = "deferred",
         hook: storage.Hook | None = None,
+        layout: str = world.REPLICATED,
+        world_size: int | None = None,
+        rank: int | None = None,
     ):
         if keep < 1:
             raise ValueError(
@@ -120,9 +128,16 @@ class Checkpointer:
                 "snapshot='fork' needs os.fork, which this platform lacks; use 'deferred', "
                 "'copy' or 'auto'"
             )
+        if layout not in world.LAYOUTS:
+            raise ValueError(f"layout must be one of {world.LAYOUTS} (got {layout!r}): "
+                             "'replicated' for data-parallel replicas, 'sharded' for per-rank parts")
         self.snapshot = snapshot
-        self.dir = checkpoint_dir(dir)
+        self.layout = layout
+        self.world_size, self.rank = world.from_env(world_size, rank)
+        self.base_dir = checkpoint_dir(dir)
+        self.dir = world.shard_dir(self.base_dir, layout, self.rank)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.loaded_world_size: int | None = None  # the world that wrote what load_latest loaded
         self.keep = keep
         self.progress_file = progress_path(self.dir)
         progress.default_file = self.progress_file  # where easyckpt.report_progress() writes
@@ -202,6 +217,7 @@ class Checkpointer:
         back silently to an older one would lose work without anyone noticing.
         """
         self.wait()
+        self._check_world()
         for step in reversed(self.steps()):
             manifest = storage.read_manifest(self.dir, step)
             if manifest is None or manifest.step != step or not storage.verify(self.dir, manifest):
@@ -212,10 +228,29 @@ class Checkpointer:
                     stacklevel=2,
                 )
                 continue
+            if manifest.layout != self.layout:
+                raise world.refuse_layout(manifest.layout, self.layout, self.dir)
+            if self.layout == world.SHARDED and manifest.world_size != self.world_size:
+                raise world.refuse_sharded(step, manifest.world_size, self.world_size)
             state = _load(manifest.format, self.dir / manifest.file)
+            self.loaded_world_size = manifest.world_size
             self._last_durable = step  # a SIGTERM before the next step need not rewrite it
             return step, state
         return None
+
+    def _check_world(self) -> None:
+        """Refuse what would silently start over: another rank's shard written by another world
+        size (this rank's own directory may be new or stale), or checkpoints of the other layout."""
+        if self.layout == world.SHARDED:
+            for other in world.rank_dirs(self.base_dir):
+                steps = storage.complete_steps(other)
+                manifest = storage.read_manifest(other, steps[-1]) if steps else None
+                if manifest is not None and manifest.world_size != self.world_size:
+                    raise world.refuse_sharded(manifest.step, manifest.world_size, self.world_size)
+            if not self.steps() and storage.complete_steps(self.base_dir):
+                raise world.refuse_layout(world.REPLICATED, self.layout, self.base_dir)
+        elif not self.steps() and any(storage.complete_steps(d) for d in world.rank_dirs(self.dir)):
+            raise world.refuse_layout(world.SHARDED, self.layout, self.dir)
 
     def install_sigterm_handler(self, get_state: GetState) -> bool:
         """On SIGTERM: wait for the write in flight, save get_state() unless that step is already
@@ -306,7 +341,8 @@ class Checkpointer:
     ) -> Path:
         serialize = partial(_dump, fmt, frozen)
         return storage.write_checkpoint(
-            self.dir, step, fmt, serialize, self._hook, before_commit=before_commit
+            self.dir, step, fmt, serialize, self._hook, before_commit=before_commit,
+            world_size=self.world_size, layout=self.layout,
         )
 
     def _copy_and_write(self, step: int, fmt: str, pending: deferred.PendingSnapshot) -> None:

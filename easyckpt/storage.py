@@ -3,7 +3,8 @@
 A checkpoint of step N is two files:
 
     step-N.ckpt   the payload (torch.save or pickle output)
-    step-N.json   its manifest: {"step", "file", "format", "size", "crc32", "time"}
+    step-N.json   its manifest: {"step", "file", "format", "size", "crc32", "time",
+                                 "world_size", "layout"} (the world that wrote it: world.py)
 
 The payload is written to a hidden temp file, fsynced and renamed into place; the manifest is
 written the same way *after* it. The manifest is the commit marker: a step without one, or whose
@@ -48,6 +49,8 @@ class Manifest:
     size: int
     crc32: int
     time: float
+    world_size: int = 1  # absent from manifests written before: one replicated process
+    layout: str = "replicated"
 
 
 class _ChecksummingWriter:
@@ -114,6 +117,8 @@ def write_checkpoint(
     serialize: Callable[[BinaryIO], None],
     hook: Hook | None = None,
     before_commit: Callable[[], None] | None = None,
+    world_size: int = 1,
+    layout: str = "replicated",
 ) -> Path:
     """Write one checkpoint durably and return its payload path.
 
@@ -141,7 +146,8 @@ def write_checkpoint(
     fsync_dir(directory)
     if hook:
         hook("manifest", final)
-    manifest = Manifest(step, final.name, fmt, writer.size, writer.crc32, time.time())
+    manifest = Manifest(step, final.name, fmt, writer.size, writer.crc32, time.time(), world_size,
+                        layout)
     atomic_write_bytes(manifest_path(directory, step), json.dumps(manifest.__dict__).encode())
     return final
 

@@ -90,7 +90,10 @@ def main(argv: list[str]) -> int:
     current = latest or (0, init())
     if latest:
         restore(current[1])
-        print(f"resumed from step={current[0]} ({ckpt.dir})", flush=True)
+        # Its state is the same on every data-parallel rank, so an elastic job shrunk or grown
+        # since the save resumes it as it is (easyckpt/world.py).
+        print(f"resumed from step={current[0]} ({ckpt.dir}; saved by {ckpt.loaded_world_size} of "
+              f"{ckpt.world_size} rank(s) now)", flush=True)
     # The handler reads `current` when SIGTERM arrives and saves it before the process exits.
     ckpt.install_sigterm_handler(lambda: current)
 

@@ -11,7 +11,7 @@ platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
                      (agent/mounts.py); the agent makes it appear at mount_path and clones
                      the code source into its mount_path before the command runs.
   "agent.stop_pods"  [{pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
-                      'Restart'|'NodeDrained'), grace_s}, ...]
+                      'Restart'|'NodeDrained'|'Shrunk'|'Resize'), grace_s}, ...]
 Queue: `agent.<node name>` for a node of a real agent (containers or processes); `agent.simulated` for every simulated node (one
 simulated agent serves them all, KWOK-like). One `Message` is one pod; `send` puts consecutive
 messages of one kind for one queue into one task (at most MAX_BATCH pods), in order, so a cycle
@@ -65,9 +65,13 @@ SPOT_RELEASED = "SpotReleased"
 MAX_RUNNING_TIME = "MaxRunningTime"
 RESTART = "Restart"
 NODE_DRAINED = "NodeDrained"
-STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART, NODE_DRAINED)
-# The pod ends Evicted ("Resource Preempted"); AIMaster requeues its job as for a preemption.
-EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED, NODE_DRAINED)
+SHRUNK = "Shrunk"  # an elastic job's worker above its minimum, reclaimed: the job goes on smaller
+RESIZE = "Resize"  # an elastic job's worker it keeps, restarted at the new world size (jobs/elastic.py)
+STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART, NODE_DRAINED, SHRUNK, RESIZE)
+# The pod ends Evicted ("Resource Preempted"); AIMaster requeues its job as for a preemption (but
+# a Shrunk pod's job is only resized: jobs/elastic.py).
+EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED, NODE_DRAINED, SHRUNK)
+RESIZING = (SHRUNK, RESIZE)
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,19 @@ def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: st
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OPENDLC_JOB_ID": job.job_id, "OPENDLC_POD_ID": pod.pod_id,
         "OPENDLC_CKPT_DIR": checkpoint_dir(job.job_id),
+        **elastic_env(job, master_addr),
     }
+
+
+def elastic_env(job: Job, master_addr: str) -> dict[str, str]:
+    """An elastic job's workers see torchrun's `--nnodes=MIN:MAX` and a c10d rendezvous at the
+    first worker, as TorchElastic's would; WORLD_SIZE and RANK are this start's."""
+    found = job.elastic_range
+    if found is None:
+        return {}
+    return {"PET_NNODES": f"{found[0]}:{found[1]}", "PET_RDZV_BACKEND": "c10d",
+            "PET_RDZV_ENDPOINT": f"{master_addr}:{master_port(job.job_id)}", "PET_RDZV_ID": job.job_id,
+            "OPENDLC_ELASTIC_MIN": str(found[0]), "OPENDLC_ELASTIC_MAX": str(found[1])}
 
 
 def user_env(job: Job) -> dict[str, str]:
@@ -267,9 +283,11 @@ def resend_unstarted(now=None) -> list[str]:
     from datetime import timedelta
 
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.OPENDLC_START_RESEND_AFTER_S)
+    # Not the workers of an elastic job being resized: they start once its stopped ones are gone.
+    resizing = Pod.objects.holding().filter(terminating=True, reason_code__in=RESIZING).values("job_id")
     unstarted = dict(Pod.objects.holding().filter(
         status=PodStatus.PENDING, started_at__isnull=True, terminating=False, bound_at__lt=cutoff,
-        node__status=NodeStatus.READY).values_list("pod_id", "job_id"))
+        node__status=NodeStatus.READY).exclude(job_id__in=resizing).values_list("pod_id", "job_id"))
     if not unstarted:
         return []
     jobs = list(Job.objects.filter(pk__in=set(unstarted.values())))

@@ -29,7 +29,7 @@ from django.utils.dateparse import parse_datetime
 from prometheus_client import Histogram
 
 from dbkit import bulk
-from jobs import aimaster, dispatch, history
+from jobs import aimaster, dispatch, elastic, history
 from jobs.cycle_requests import request_cycle
 from jobs.dispatch import EVICTING_REASONS, live_pods
 from jobs.models import Job, Pod, PodEvent, RestartRecord
@@ -207,7 +207,7 @@ class _Batch:
         self.pods += [(pod, read[pod.pod_id]) for pod in changed.values()]
         if not changed:
             return
-        current = [p.status for p in pods if p.current]
+        current = [p.status for p in pods if p.current and p.node_id is not None]  # as _all_current
         ran = [r.at for r in reports if r.status == PodStatus.RUNNING]
         if job.status == JobStatus.ENV_PREPARING and all(s in RAN for s in current):
             # every pod runs (some may have finished before the last Running report came)
@@ -391,7 +391,9 @@ def _finished_message(pod: Pod, report: Report) -> str:
 
 
 def _job_after_pod_finished(job: Job, pod: Pod, report: Report) -> None:
-    if job.status == JobStatus.STOPPING:
+    if elastic.ended_for_resize(job, pod):  # not a failure: the job goes on at its new size
+        elastic.after_pod_ended(job, pod, report.at)
+    elif job.status == JobStatus.STOPPING:
         finish_stopping(job, report.at)
     elif job.status == JobStatus.RESTARTING:
         aimaster.pod_finished_while_restarting(job, report.at)
@@ -425,7 +427,9 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
 
 
 def _all_current(job: Job, *statuses: str) -> bool:
-    return not job.pods.filter(current=True).exclude(status__in=statuses).exists()
+    """Every bound current pod is in one of `statuses` (an elastic job's unbound workers wait for a
+    growth; a gang's pods are all bound once admitted)."""
+    return not job.pods.filter(current=True, node__isnull=False).exclude(status__in=statuses).exists()
 
 
 # ---- stopping ------------------------------------------------------------------------------

@@ -82,7 +82,8 @@ class Job(models.Model):
     description = models.TextField(blank=True)
     accessibility = models.CharField(max_length=16, choices=Accessibility.choices, default=Accessibility.PUBLIC)
     tags = models.JSONField(default=dict, blank=True, help_text="The user's tags (Settings.Tags): key -> value")
-    # PAI's ElasticSpec as given, echoed by GetJob; elastic training itself is refused until it exists.
+    # PAI's ElasticSpec as given, echoed by GetJob. With EnableElasticTraining its one role runs
+    # MinParallelism to MaxParallelism workers (elastic_range; jobs/elastic.py).
     elastic_spec = models.JSONField(default=dict, blank=True)
     client_token = models.CharField(max_length=64, blank=True, default="",
                                     help_text="The idempotency key CreateJob was sent with (x-acs-client-token)")
@@ -191,9 +192,21 @@ class Job(models.Model):
                 for e in self.custom_envs or []]
 
     @property
+    def elastic_range(self) -> tuple[int, int] | None:
+        return elastic_range(self.elastic_spec)
+
+    @property
     def payment_type(self) -> str:
         """The billing tag `acs:pai:dlc:payType`: spot, postpaid (public pool) or prepaid (quota)."""
         return {Source.SPOT: "spot", Source.PUBLIC: "postpaid"}.get(self.source, "prepaid")
+
+
+def elastic_range(spec) -> tuple[int, int] | None:
+    """(MinParallelism, MaxParallelism) of an elastic job's ElasticSpec (validated at create),
+    None for a job that is not elastic."""
+    if not isinstance(spec, dict) or not spec.get("EnableElasticTraining"):
+        return None
+    return int(spec["MinParallelism"]), int(spec["MaxParallelism"])
 
 
 class JobSpec(models.Model):

@@ -440,8 +440,30 @@ class _Validation:
         if not isinstance(req.elastic_spec, dict):
             self.error("elastic_spec", "must be an object")
         elif req.elastic_spec.get("EnableElasticTraining"):
-            self.error("elastic_spec.EnableElasticTraining", "elastic training is not available yet: a job runs "
-                                                             "with the pod counts of its JobSpecs; leave it false")
+            self._elastic()
+
+    def _elastic(self) -> None:
+        """An elastic job (jobs/elastic.py) has one role, its workers, on a Resource Quota; the
+        role's pod count is its MaxParallelism, and it starts once MinParallelism of them fit."""
+        req, spec = self.req, self.req.elastic_spec
+        if spec.get("EnableElasticTraining") is not True:
+            return self.error("elastic_spec.EnableElasticTraining", "must be true or false")
+        low, high = spec.get("MinParallelism"), spec.get("MaxParallelism")
+        if not _int_between(low, 1, PODS_MAX):
+            return self.error("elastic_spec.MinParallelism", f"must be an integer from 1 to {PODS_MAX} for elastic "
+                                                             f"training, got {low!r}")
+        if not _int_between(high, low, PODS_MAX):
+            return self.error("elastic_spec.MaxParallelism", f"must be an integer from MinParallelism ({low}) to "
+                                                             f"{PODS_MAX} for elastic training, got {high!r}")
+        if req.source != Source.QUOTA:
+            return self.error("elastic_spec.EnableElasticTraining", "elastic training runs on a Resource Quota "
+                                                                    f"(source 'quota'), not {req.source!r}")
+        roles = req.roles if isinstance(req.roles, (list, tuple)) else []
+        if len(roles) != 1:
+            return self.error("roles", f"an elastic job has one role, its workers; this one has {len(roles)}")
+        if roles[0].pod_count != high:
+            self.error("roles[0].pod_count", f"is {roles[0].pod_count!r}; an elastic job's role has "
+                                             f"MaxParallelism ({high}) pods")
 
     def _fault_tolerance(self) -> None:
         req = self.req

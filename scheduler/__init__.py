@@ -3,7 +3,16 @@
 See scheduler/plan.py for the public API and the cycle.
 """
 
-from .decisions import Admission, Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason
+from .decisions import (
+    Admission,
+    Decisions,
+    Growth,
+    PodPlacement,
+    Preemption,
+    PreemptionReason,
+    Shrink,
+    WaitReason,
+)
 from .model import (
                         ACCEPT,
                         BEST_EFFORT,
@@ -19,6 +28,7 @@ from .model import (
                         SOURCE_QUOTA,
                         SOURCE_SPOT,
                         STRICT_FIFO,
+                        ElasticJob,
                         MarketState,
                         Node,
                         PendingJob,
@@ -35,5 +45,5 @@ __all__ = [
     "MarketState", "Resources", "ZERO", "Decisions", "Admission", "PodPlacement", "Preemption",
     "PreemptionReason", "WaitReason", "ECS", "LINGJUN", "STRICT_FIFO", "BEST_EFFORT",
     "FORBIDDEN", "ACCEPT", "FORCE", "SOURCE_QUOTA", "SOURCE_SPOT", "SOURCE_PAYG",
-    "KIND_GUARANTEED", "KIND_IDLE", "KIND_SPOT", "KIND_PAYG",
+    "KIND_GUARANTEED", "KIND_IDLE", "KIND_SPOT", "KIND_PAYG", "ElasticJob", "Growth", "Shrink",
 ]

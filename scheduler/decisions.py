@@ -66,6 +66,30 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class Growth:
+    """A running elastic job takes more pods: bind them as an admission would, then restart the
+    job's pods with the new world size (scheduler/elastic.py)."""
+
+    job_id: str
+    kind: str
+    quota_id: str | None
+    placements: tuple[PodPlacement, ...]
+    workers_from: int
+    workers_to: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """A running elastic job loses the pods above its minimum that were preempted (they are in
+    Decisions.preemptions) and keeps running with the rest, restarted at the new world size."""
+
+    job_id: str
+    workers_from: int
+    workers_to: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class WaitReason:
     job_id: str
     status: str  # QUEUING | BIDDING
@@ -83,6 +107,8 @@ class Decisions:
     admissions: tuple[Admission, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     waiting: tuple[WaitReason, ...] = ()
+    growths: tuple[Growth, ...] = ()
+    shrinks: tuple[Shrink, ...] = ()
 
     def admission(self, job_id: str) -> Admission | None:
         return next((a for a in self.admissions if a.job_id == job_id), None)

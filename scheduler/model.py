@@ -88,6 +88,9 @@ class RunningPod:
     bid: Decimal | None = None  # spot only
     protection_until: datetime | None = None  # spot only
     expected_end: datetime | None = None  # by its maximum running time (scheduler/reservation.py)
+    # A worker of an elastic job above its MinParallelism: taking it shrinks the job, which keeps
+    # running, instead of ending it (scheduler/elastic.py).
+    spare: bool = False
 
 
     def work_since(self) -> datetime:
@@ -115,6 +118,9 @@ class PendingJob:
     source: str = SOURCE_QUOTA
     bid: Decimal | None = None  # spot: price limit per minute
     max_run: timedelta | None = None  # its maximum running time, if it has one
+    # Elastic (PAI's ElasticSpec): the first `min_pods` pods are the gang that must fit; the
+    # others start where capacity allows (scheduler/elastic.py). 0: every pod is the gang.
+    min_pods: int = 0
     # Derived once per job (a waiting job is planned again every cycle): the gang's total, and
     # its shape, (instance type, sizes) of its pods sorted, which alike gangs share.
     need: Resources = field(init=False, repr=False, compare=False)
@@ -124,6 +130,18 @@ class PendingJob:
         object.__setattr__(self, "need", total(p.resources for p in self.pods))
         object.__setattr__(self, "shape", tuple(sorted((p.instance_type or "", p.resources.as_tuple())
                                                        for p in self.pods)))
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticJob:
+    """A running elastic job below its MaxParallelism, which may grow (scheduler/elastic.py)."""
+
+    job_id: str
+    quota_id: str
+    kind: str  # its pods' kind: KIND_GUARANTEED grows on its quota's nodes, KIND_IDLE borrows
+    workers: int  # its pods running now
+    pods: tuple[PodRequest, ...]  # the pods it may add, in the order they are added
+    priority: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,3 +159,4 @@ class Snapshot:
     pods: tuple[RunningPod, ...] = ()
     jobs: tuple[PendingJob, ...] = ()
     markets: tuple[MarketState, ...] = field(default=())
+    elastic: tuple[ElasticJob, ...] = ()  # running elastic jobs that may grow

@@ -11,10 +11,14 @@ Public API (all importable from `scheduler`):
             min_runtime_s=0, backfill=False, typical_run: timedelta|None, weight=Decimal(1))
       RunningPod(pod_id, job_id, node, resources, kind='guaranteed'|'idle'|'spot'|'payg',
                  started_at, quota_id, priority, gpu_indices, last_checkpoint_at,
-                 terminating, bid, protection_until, expected_end: datetime|None)
+                 terminating, bid, protection_until, expected_end: datetime|None,
+                 spare: bool — an elastic job's worker above its minimum)
       PendingJob(job_id, submitted_at, pods: tuple[PodRequest], quota_id, workspace,
                  oversold_type, priority 1-9, source='quota'|'spot'|'payg', bid: Decimal|None,
-                 max_run: timedelta|None)
+                 max_run: timedelta|None, min_pods: int — elastic: the first min_pods
+                 pods are the gang, the rest start where they fit; 0: all are the gang)
+      ElasticJob(job_id, quota_id, kind, workers, pods: tuple[PodRequest])  a running elastic
+                 job below its maximum and the pods it may add (Snapshot.elastic)
       PodRequest(role, index, resources, instance_type=None)
       MarketState(instance_type, price, avg_price_1h, resource_type)
 
@@ -32,13 +36,20 @@ Public API (all importable from `scheduler`):
       Codes are constants in scheduler.decisions (QUOTA_FULL, PARENT_QUOTA_FULL,
       QUOTA_NODES_BUSY, NO_IDLE_CAPACITY, GANG_DOES_NOT_FIT, NEVER_FITS,
       WAITING_FOR_TERMINATION, HELD_BEHIND_HEAD, BID_BELOW_PRICE, NO_STOCK, UNKNOWN_QUOTA).
+      growths:     Growth(job_id, kind, quota_id, placements, workers_from, workers_to):
+                   a running elastic job takes more pods (scheduler/elastic.py).
+      shrinks:     Shrink(job_id, workers_from, workers_to, message): the job's preempted pods
+                   were all above its minimum; it keeps running with the rest.
+
       Decisions.admission(job_id) / wait_reason(job_id) look one job up.
 
 The integrator applies the decisions in one transaction: bind admitted pods to their nodes and
 GPU indices (kind 'guaranteed'/'idle'/'spot'/'payg' becomes the pod's kind in later snapshots;
 set protection_until for spot), mark preempted pods terminating (they must stay in the next
 snapshots with terminating=True until they are gone, or the cycle would preempt again), and
-store each waiting job's reason and position. Nothing is kept across cycles: a job that
+store each waiting job's reason and position. A growth binds its pods as an admission does; a
+growth or a shrink restarts the job's remaining pods at the new world size, not as a failure.
+Nothing is kept across cycles: a job that
 waits for terminating pods competes for them next cycle, but In Quota placement comes before
 any idle placement (step 5), so no borrower takes capacity a lender's job can use then. Within
 a cycle such a job holds the capacity it waits for and, when it fits its guarantee, books that
@@ -59,6 +70,8 @@ The cycle, in numbered steps (see Cycle.run):
      what it holds is free to borrowers in pass 2, whom the head reclaims when its time
      comes). Pass 2 takes the borrowing quotas furthest below their weighted share of idle
      capacity first (scheduler/fair_share.py).
+  5b. Running elastic jobs below their maximum grow into free capacity of their scope that no
+     waiting job could use (scheduler/elastic.py).
   6. Number the waiting jobs of each queue and return the decisions, sorted.
 """
 
@@ -68,12 +81,12 @@ import gc
 import heapq
 from datetime import datetime, timedelta
 
-from . import reservation
+from . import elastic, reservation
 from .capacity import CapacityView, Scope
 from .decisions import (
     BID_BELOW_PRICE, BIDDING, HELD_BEHIND_HEAD, HIGHER_PRIORITY, NEVER_FITS, NO_STOCK, QUEUING,
     QUOTA_NODES_BUSY, RECLAIMED, STOCK_SHORT, UNKNOWN_QUOTA, WAITING_FOR_TERMINATION, Admission,
-    Decisions, PodPlacement, Preemption, PreemptionReason, WaitReason,
+    Decisions, Growth, PodPlacement, Preemption, PreemptionReason, WaitReason,
 )
 from .explain import lent_out, no_room, no_stock, quota_full
 from .fair_share import Shares
@@ -84,6 +97,7 @@ from .model import (
 from .placement import FailedShapes, gang_fits, place_gang
 from .preemption import Candidates, find_victims, reclaim_order, stock_order
 from .quota_tree import QuotaTree
+from .resources import total
 from .spot import bid_problem, outbid_releases, releasable, reserve_closed
 
 
@@ -141,7 +155,13 @@ class Cycle:
         self.pods = snapshot.pods
         self.markets = {m.instance_type: m for m in snapshot.markets}
         self.public = [n for n in snapshot.nodes if n.quota_id is None]
-        self.queues = self._build_queues(snapshot.jobs)
+        # Elastic jobs are planned as their gang of MinParallelism pods (scheduler/elastic.py).
+        self.elastic_full = {j.job_id: j for j in snapshot.jobs if j.min_pods}
+        self.queues = self._build_queues(elastic.gang(j) for j in snapshot.jobs)
+        self.elastic = snapshot.elastic
+        self.growths: list[Growth] = []
+        self.spare_pods = any(p.spare for p in snapshot.pods)
+        self.spare_candidates: dict[Candidates, Candidates] = {}
         self.admissions: list[Admission] = []
         self.preemptions: list[Preemption] = []
         self.waiting: dict[str, tuple] = {}  # job id -> (code, message, waiting_for)
@@ -176,6 +196,7 @@ class Cycle:
             for job in self.queues[name]:
                 self._attempt_spot(job)
         self._schedule_quota_queues()                            # step 5
+        self._grow_elastic()                                     # step 5b
         return self._decisions()                                 # step 6
 
     def _queue_names(self, prefix: str) -> list[str]:
@@ -559,8 +580,9 @@ class Cycle:
             found = self.reclaim_candidates[key] = Candidates(
                 self.view, lambda p: (p.node not in self.held_nodes
                                       and self._may_preempt(p, job, quota, borrowers)),
-                lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id],
-                                        self._share(p.quota_id, at_start=True)))
+                elastic.spare_first(
+                    lambda p: reclaim_order(p, quota.id, self.now, self.view.job_gpus[p.job_id],
+                                            self._share(p.quota_id, at_start=True))))
         return found
 
     def _may_preempt(self, pod: RunningPod, job: PendingJob, quota: Quota,
@@ -627,7 +649,7 @@ class Cycle:
         """Admit the job on free capacity of `scope`, if it fits."""
         placed = self._place(job, scope)
         if placed is not None:
-            self._admit(job, placed, kind)
+            self._admit(job, self._widen(job, scope, kind, placed), kind)
         return placed is not None
 
     def _fits(self, job: PendingJob, scope: Scope) -> bool:
@@ -655,17 +677,70 @@ class Cycle:
         return placed
 
     def _admit(self, job: PendingJob, placed, kind: str) -> None:
+        placements = self._book(job.quota_id, placed, kind,
+                                job.need if len(placed) == len(job.pods) else None)
+        quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
+        self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
+                                         placements))
+
+    def _book(self, quota_id, placed, kind: str, need=None) -> tuple[PodPlacement, ...]:
+        """Take the placed pods' capacity (and their quota usage or borrowed share)."""
         placements = tuple(PodPlacement(req.role, req.index, node,
                                         self.view.admit(node, req.resources))
                            for req, node in sorted(placed, key=lambda rn: (rn[0].role,
                                                                             rn[0].index)))
+        need = need if need is not None else total(req.resources for req, _ in placed)
         if kind == KIND_GUARANTEED:
-            self.tree.add_usage(job.quota_id, job.need)
+            self.tree.add_usage(quota_id, need)
         elif kind == KIND_IDLE:
-            self.shares.add(job.quota_id, job.need)
-        quota_id = job.quota_id if kind in (KIND_GUARANTEED, KIND_IDLE) else None
-        self.admissions.append(Admission(job.job_id, kind, quota_id, kind == KIND_IDLE,
-                                         placements))
+            self.shares.add(quota_id, need)
+        return placements
+
+    # ---- elastic jobs (scheduler/elastic.py) ------------------------------------------------
+
+    def _widen(self, job: PendingJob, scope: Scope, kind: str, placed):
+        """An elastic job admitted on its gang also takes as many of its other pods as fit."""
+        full = self.elastic_full.get(job.job_id)
+        if full is None:
+            return placed
+        wider = elastic.widest(self.view, scope, job.pods, full.pods[len(job.pods):],
+                               self._quota_allows(job.quota_id, kind, job.need))
+        return wider or placed
+
+    def _quota_allows(self, quota_id, kind: str, base):
+        """In Quota pods grow only within the quota's guarantee (rule 1)."""
+        if kind != KIND_GUARANTEED:
+            return lambda reqs: True
+        return lambda reqs: self.tree.short_quota(
+            quota_id, base + total(r.resources for r in reqs)) is None
+
+    def _grow_elastic(self) -> None:
+        """Step 5b: running elastic jobs below their maximum take free capacity of their scope
+        that no waiting job could use."""
+        if not self.elastic:
+            return
+        quota_of = {j.job_id: j.quota_id for name, jobs in self.queues.items()
+                    if name.startswith("quota:") for j in jobs}
+        wanted = elastic.wanted_scopes(self.waiting, lambda job_id: self._scopes_of(
+            quota_of.get(job_id)))
+        for job in elastic.growth_order(self.elastic):
+            quota = self.tree.quotas.get(job.quota_id)
+            if quota is None:
+                continue
+            own, idle = self._quota_scopes(quota)
+            scope = own if job.kind == KIND_GUARANTEED else idle
+            if scope.key in wanted:
+                continue
+            placed = elastic.widest(self.view, scope, (), job.pods,
+                                    self._quota_allows(job.quota_id, job.kind, total(())))
+            if placed:
+                self.growths.append(Growth(job.job_id, job.kind, job.quota_id,
+                                           self._book(job.quota_id, placed, job.kind),
+                                           job.workers, job.workers + len(placed)))
+
+    def _scopes_of(self, quota_id: str | None) -> tuple:
+        quota = self.tree.quotas.get(quota_id or "")
+        return self._quota_scopes(quota) if quota is not None else ()
 
     def _wait_in_own(self, job: PendingJob, own: Scope, room: bool, *victim_search) -> bool:
         """_wait_for_capacity on the quota's own nodes. A job that fits its guarantee (`room`)
@@ -710,7 +785,14 @@ class Cycle:
         return True
 
     def _preempt_for(self, job, scope, candidates, reason, key):
-        victims = find_victims(self.view, scope, job.pods, candidates)
+        victims = None
+        if self.spare_pods:  # shrink elastic jobs before taking any job whole
+            spare = self.spare_candidates.get(candidates)
+            if spare is None:
+                spare = self.spare_candidates[candidates] = elastic.spare_only(candidates)
+            victims = find_victims(self.view, scope, job.pods, spare)
+        if not victims:
+            victims = find_victims(self.view, scope, job.pods, candidates)
         if not victims:
             self.failed.add(key, job.shape)
             return None
@@ -761,8 +843,12 @@ class Cycle:
                     waiting.append(WaitReason(job.job_id, status, code, message, name,
                                               position, waiting_for,
                                               *self.reserved.get(job.job_id, (None, ()))))
+        preemptions, shrinks = (elastic.shrinks(self.pods, self.preemptions) if self.spare_pods
+                                else (self.preemptions, []))
         return Decisions(
             admissions=tuple(sorted(self.admissions, key=lambda a: a.job_id)),
-            preemptions=tuple(sorted(self.preemptions, key=lambda p: p.pod_id)),
+            preemptions=tuple(sorted(preemptions, key=lambda p: p.pod_id)),
             waiting=tuple(waiting),
+            growths=tuple(sorted(self.growths, key=lambda g: g.job_id)),
+            shrinks=tuple(shrinks),
         )

@@ -11,6 +11,13 @@ one time are applied first, then schedule cycles run at that time until nothing 
      repeats (plan() gives jobs In Quota their turn before any borrower, so the capacity a job
      reclaimed is its own next cycle).
 
+The `elastic` policy (scheduler/elastic.py) replays every job of more than one GPU, not spot, as
+an elastic data-parallel job of one-GPU workers, MinParallelism half of them (rounded up): it
+starts once its minimum fits, takes more where they fit, is shrunk before any job is taken
+whole, and grows into capacity no waiting job could use. Its work is GPU-seconds (duration x
+GPUs) done at one per GPU held, which assumes perfect scaling; a resize restarts it at once from
+its last checkpoint (the work since is lost), with no start-up time counted.
+
 Cheap cycles. The snapshot's node and quota tuples are built once; the pods tuple is rebuilt only
 when a pod came or went (or, with checkpoints, an idle pod's last checkpoint moved). plan() is
 given only the pending jobs that could be admitted or reclaim capacity now (`_candidates`), and
@@ -30,12 +37,12 @@ from decimal import Decimal
 
 from market.bids import bid_price
 from scheduler import (
-    ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT, MarketState, PendingJob,
-    RunningPod, Snapshot, plan,
+    ACCEPT, FORBIDDEN, FORCE, KIND_GUARANTEED, KIND_IDLE, SOURCE_SPOT, ElasticJob,
+    MarketState, PendingJob, PodRequest, RunningPod, Snapshot, plan,
 )
 from scheduler.reservation import TYPICAL_DAYS
 
-from .cluster import INSTANCE_TYPE, build_nodes, build_quotas, gang, quota_id
+from .cluster import INSTANCE_TYPE, build_nodes, build_quotas, gang, per_gpu_share, quota_id
 from .trace import Trace, TraceJob
 
 
@@ -56,7 +63,9 @@ class Policy:
 
 
 POLICIES = {"strict": Policy(FORBIDDEN, False), "borrow": Policy(ACCEPT, True),
-            "borrow-ckpt": Policy(ACCEPT, True)}
+            "borrow-ckpt": Policy(ACCEPT, True), "elastic": Policy(ACCEPT, True)}
+CHECKPOINTED = ("borrow-ckpt", "elastic")  # the policies that need a checkpoint interval
+ELASTIC = "elastic"
 SPOT = "spot"
 ON_DEMAND_PRICE = Decimal("1.00")  # per node-minute; only the spot/on-demand ratio matters
 SPOT_PRICE_RATIO = Decimal("0.3")  # a flat spot market: bids at or above 30 % run
@@ -85,6 +94,14 @@ class JobRun:
     borrowed_runs: int = 0  # runs admitted Not in Quota (idle, preemptible)
     lost_gpu_s: int = 0
     waited: int = 0
+    held: int = 0  # GPUs its pods hold now
+    # Elastic (the elastic policy): its MinParallelism (0: a gang), the GPU-seconds of work
+    # left, its pods' worker indices, and how often it was resized.
+    min_workers: int = 0
+    work: int = 0
+    index_of: dict = field(default_factory=dict)
+    shrinks: int = 0
+    growths: int = 0
 
     @property
     def order(self) -> tuple:
@@ -101,6 +118,7 @@ class Result:
     busy: list[tuple[int, int]]  # (time, GPUs in use) at every change
     cycles: int = 0
     plan_s: float = 0.0
+    resize_lost_gpu_s: int = 0  # elastic: work lost to shrinks and growths (in lost_gpu_s too)
     wall_s: float = 0.0
     rounds_exceeded: int = 0
     backfill: bool = False
@@ -112,6 +130,11 @@ class Replay:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.policy, self.prefilter, self.backfill = policy, prefilter, backfill
+        if policy == ELASTIC and backfill:
+            # Pruning keeps every decision of the other policies; with elastic jobs and
+            # reservations together a pruned replay was seen to decide otherwise (a reservation's
+            # head and the jobs that hold growth back interact), so this pair replays whole.
+            self.prefilter = False
         self.ckpt = round(checkpoint_minutes * 60) if checkpoint_minutes else None
         self.epoch = trace.start or DEFAULT_EPOCH
         self.nodes = build_nodes(trace.vcs, public_nodes)
@@ -141,6 +164,7 @@ class Replay:
                 self.vc_nodes.setdefault(self.vc_of[node.name], []).append(node)
         self._all_pods: tuple[RunningPod, ...] | None = ()
         self.idle_runs: dict[str, JobRun] = {}
+        self.elastic_runs: dict[str, JobRun] = {}  # running elastic jobs
         self.completions: list[tuple[int, str, int]] = []
         self.busy = 0
         self.result = Result(policy, self.ckpt, self.total_gpus, [], {}, [(0, 0)],
@@ -190,6 +214,14 @@ class Replay:
                                  oversold_type=FORBIDDEN, priority=job.priority,
                                  source=SOURCE_SPOT,
                                  bid=bid_price(ON_DEMAND_PRICE, discount=job.spot_discount))
+        elif self.policy == ELASTIC and job.gpus > 1:
+            workers = tuple(PodRequest("worker", i, per_gpu_share(1, per_node), INSTANCE_TYPE)
+                            for i in range(job.gpus))
+            least = -(-job.gpus // 2)
+            request = PendingJob(job.job_id, submitted, workers, quota_id(job.vc),
+                                 oversold_type=mode, priority=job.priority, min_pods=least)
+            return JobRun(job, mode, request, per_node, job.duration, job.submit,
+                          min_workers=least, work=job.duration * job.gpus)
         else:
             request = PendingJob(job.job_id, submitted, gang(job.gpus, per_node),
                                  quota_id(job.vc), oversold_type=mode, priority=job.priority)
@@ -238,7 +270,7 @@ class Replay:
     def _cycles(self, t: int) -> None:
         for _ in range(MAX_ROUNDS):
             jobs = self._candidates()
-            if not jobs:
+            if not jobs and not (self.free_total > 0 and self._growable()):
                 return
             decisions = self._plan(jobs, t)
             self._apply(decisions, t)
@@ -252,7 +284,7 @@ class Replay:
         nodes, pods = self._cluster_for(jobs) if self.prefilter else (self.nodes, self._pods())
         if self.backfill:
             self.quotas = self.typical.given(self.quotas, t)
-        snapshot = Snapshot(nodes, self.quotas, pods, tuple(jobs), self.markets)
+        snapshot = Snapshot(nodes, self.quotas, pods, tuple(jobs), self.markets, self._growable())
         started = time.perf_counter()
         decisions = plan(snapshot, self.epoch + timedelta(seconds=t))
         self.result.plan_s += time.perf_counter() - started
@@ -261,11 +293,17 @@ class Replay:
 
     def _candidates(self) -> list[PendingJob]:
         out = []
+        waiting: list[JobRun] = []
         heads: dict[str, JobRun] = {}
         for key, bucket in self.buckets.items():
             if bucket:
-                take = self._capacity_for(*key[:3], bid=key[4]) if self.prefilter else None
+                need = bucket[0].min_workers or key[2]  # an elastic job starts at its minimum
+                take = self._capacity_for(key[0], key[1], need, bid=key[4]) if self.prefilter else None
                 out.extend(r.request for r in (bucket if take is None else bucket[:take]))
+                if self.policy == ELASTIC and take is not None and take < len(bucket):
+                    # Its first job left out waits in plan() too: while a job waits, no elastic
+                    # job grows into capacity it might use (scheduler/elastic.py).
+                    waiting.append(bucket[take])
                 if self.backfill and take is not None and take < len(bucket) \
                         and key[1] in (FORBIDDEN, ACCEPT):
                     first = bucket[take]
@@ -275,7 +313,8 @@ class Replay:
         # The first job of each VC's queue left out could be its head, the job that gets a
         # reservation (every job before it is planned): it waits, but its waiting holds
         # capacity now.
-        return out + [r.request for r in heads.values()]
+        left_out = {id(r): r for r in [*waiting, *heads.values()]}  # a job once
+        return out + [r.request for r in left_out.values()]
 
     def _capacity_for(self, vc: str | None, mode: str, need: int, bid) -> int:
         """How many jobs of this shape could be admitted or reclaim capacity now (0 = none).
@@ -324,6 +363,11 @@ class Replay:
         """
         need: dict[str, int] = {}
         wide = spot = False
+        limit = sum(len(j.pods) for j in jobs)
+        for grows in self._growable():  # growth looks for free capacity as admissions do
+            need[grows.quota_id[3:]] = need.get(grows.quota_id[3:], 0) + len(grows.pods)
+            wide = wide or grows.kind == KIND_IDLE
+            limit += len(grows.pods)
         for j in jobs:
             if j.source == SOURCE_SPOT:
                 spot = True
@@ -331,7 +375,6 @@ class Replay:
             vc = j.quota_id[3:]
             need[vc] = need.get(vc, 0) + self.runs[j.job_id].job.gpus
             wide = wide or j.oversold_type != FORBIDDEN
-        limit = sum(len(j.pods) for j in jobs)
         nodes = []
         for vc, want in need.items():
             nodes += self._own_nodes(vc, want, limit)
@@ -388,30 +431,108 @@ class Replay:
     def _apply(self, decisions, t: int) -> None:
         for admission in decisions.admissions:
             self._start(self.runs[admission.job_id], admission, t)
-        for job_id in sorted({p.job_id for p in decisions.preemptions}):
-            self._preempt(self.runs[job_id], t)
+        shrunk = {s.job_id for s in decisions.shrinks}
+        taken: dict[str, set[str]] = {}
+        for p in decisions.preemptions:
+            taken.setdefault(p.job_id, set()).add(p.pod_id)
+        for job_id in sorted(taken):
+            if job_id in shrunk:
+                self._shrink(self.runs[job_id], taken[job_id], t)
+            else:
+                self._preempt(self.runs[job_id], t)
+        for growth in decisions.growths:
+            self._grow(self.runs[growth.job_id], growth, t)
 
     def _start(self, run: JobRun, admission, t: int) -> None:
         bucket = self.buckets[self._bucket_key(run)]
         del bucket[bucket.index(run)]
-        requests = {(p.role, p.index): p for p in run.request.pods}
-        now = self.epoch + timedelta(seconds=t)
-        run.pods = [RunningPod(f"{run.job.job_id}.{run.run}.{pl.index}", run.job.job_id,
-                               pl.node, requests[(pl.role, pl.index)].resources, admission.kind,
-                               now, admission.quota_id, run.job.priority, pl.gpu_indices)
-                    for pl in admission.placements]
-        for pod in run.pods:
-            self._hold(pod, -pod.resources.gpu)
-        if admission.kind == KIND_GUARANTEED:
-            self.used[run.job.vc] += run.job.gpus
-        elif admission.kind == KIND_IDLE:
+        run.kind = admission.kind
+        run.pods = []
+        self._add_pods(run, admission.placements, t)
+        if admission.kind == KIND_IDLE:
             self.idle_runs[run.job.job_id] = run
             run.borrowed_runs += 1
-        run.kind, run.started, run.checkpoint = admission.kind, t, None
+        if run.min_workers:
+            self.elastic_runs[run.job.job_id] = run
+        run.started, run.checkpoint = t, None
         run.waited += t - run.queued_since
         if run.first_start is None:
             run.first_start = t
-        heapq.heappush(self.completions, (t + run.remaining, run.job.job_id, run.run))
+        self._schedule_end(run, t)
+
+    def _add_pods(self, run: JobRun, placements, t: int) -> None:
+        requests = {(p.role, p.index): p for p in run.request.pods}
+        now = self.epoch + timedelta(seconds=t)
+        added = [RunningPod(f"{run.job.job_id}.{run.run}.{pl.index}", run.job.job_id,
+                            pl.node, requests[(pl.role, pl.index)].resources, run.kind,
+                            now, quota_id(run.job.vc) if run.kind in (KIND_GUARANTEED, KIND_IDLE)
+                            else None, run.job.priority, pl.gpu_indices,
+                            spare=bool(run.min_workers) and pl.index >= run.min_workers)
+                 for pl in placements]
+        for pod, pl in zip(added, placements):
+            self._hold(pod, -pod.resources.gpu)
+            run.index_of[pod.pod_id] = pl.index
+        gpus = sum(p.resources.gpu for p in added)
+        if run.kind == KIND_GUARANTEED:
+            self.used[run.job.vc] += gpus
+        run.pods += added
+        run.held += gpus
+
+    def _schedule_end(self, run: JobRun, t: int) -> None:
+        left = -(-run.work // run.held) if run.min_workers else run.remaining
+        heapq.heappush(self.completions, (t + left, run.job.job_id, run.run))
+
+    # ---- elastic jobs -------------------------------------------------------------------------
+
+    def _growable(self) -> tuple[ElasticJob, ...]:
+        """Running elastic jobs below their maximum, as the live snapshot lists them."""
+        if self.policy != ELASTIC:
+            return ()
+        out = []
+        for run in self.elastic_runs.values():
+            if len(run.pods) < len(run.request.pods):
+                have = set(run.index_of.values())
+                more = tuple(p for p in run.request.pods if p.index not in have)
+                out.append(ElasticJob(run.job.job_id, quota_id(run.job.vc), run.kind,
+                                      len(run.pods), more, run.job.priority))
+        return tuple(out)
+
+    def _bank(self, run: JobRun, t: int) -> None:
+        """A resize: keep the work up to the last checkpoint, lose the rest; a new run begins."""
+        ran = t - run.started
+        saved = ran // self.ckpt * self.ckpt
+        run.work -= saved * run.held
+        lost = (ran - saved) * run.held
+        run.lost_gpu_s += lost
+        self.result.resize_lost_gpu_s += lost
+        run.started, run.checkpoint = t, None
+        run.run += 1  # its completion event moves
+        # Its pods restart: their work since now, as the victim order counts it.
+        now = self.epoch + timedelta(seconds=t)
+        run.pods = [replace(p, started_at=now, last_checkpoint_at=None) for p in run.pods]
+        for pod in run.pods:
+            self.node_pods[pod.node][pod.pod_id] = pod
+        self._all_pods = None
+
+    def _shrink(self, run: JobRun, pod_ids: set[str], t: int) -> None:
+        self._bank(run, t)
+        gone = [p for p in run.pods if p.pod_id in pod_ids]
+        for pod in gone:
+            self._hold(pod, pod.resources.gpu)
+            del run.index_of[pod.pod_id]
+        gpus = sum(p.resources.gpu for p in gone)
+        if run.kind == KIND_GUARANTEED:
+            self.used[run.job.vc] -= gpus
+        run.held -= gpus
+        run.pods = [p for p in run.pods if p.pod_id not in pod_ids]
+        run.shrinks += 1
+        self._schedule_end(run, t)
+
+    def _grow(self, run: JobRun, growth, t: int) -> None:
+        self._bank(run, t)
+        self._add_pods(run, growth.placements, t)
+        run.growths += 1
+        self._schedule_end(run, t)
 
     def _hold(self, pod: RunningPod, delta: int) -> None:
         """Move `-delta` GPUs of `pod`'s node from free to used (delta < 0) or back."""
@@ -438,9 +559,11 @@ class Replay:
         for pod in run.pods:
             self._hold(pod, pod.resources.gpu)
         if run.kind == KIND_GUARANTEED:
-            self.used[run.job.vc] -= run.job.gpus
+            self.used[run.job.vc] -= run.held
         self.idle_runs.pop(run.job.job_id, None)
-        run.pods, run.kind = [], None
+        self.elastic_runs.pop(run.job.job_id, None)
+        run.pods, run.kind, run.held = [], None, 0
+        run.index_of.clear()
 
     def _complete(self, at: int, job_id: str, run_no: int) -> None:
         run = self.runs[job_id]
@@ -449,14 +572,16 @@ class Replay:
         if self.backfill:
             self.typical.finished(run.job.vc, at, at - run.started)
         self._stop(run)
-        run.end, run.remaining = at, 0
+        run.end, run.remaining, run.work = at, 0, 0
 
     def _preempt(self, run: JobRun, t: int) -> None:
         """Stop the whole gang; keep the work up to the last checkpoint, lose the rest."""
         ran = t - run.started
         saved = ran // self.ckpt * self.ckpt if self.ckpt else 0
+        if run.min_workers:
+            run.work -= saved * run.held
         run.remaining = run.remaining - saved if self.ckpt else run.job.duration
-        run.lost_gpu_s += (ran - saved) * run.job.gpus
+        run.lost_gpu_s += (ran - saved) * run.held
         run.preemptions += 1
         run.run += 1
         self._stop(run)
@@ -505,8 +630,7 @@ class _TypicalRuns:
 
 
 def _with_checkpoint(pod: RunningPod, at: datetime) -> RunningPod:
-    return RunningPod(pod.pod_id, pod.job_id, pod.node, pod.resources, pod.kind, pod.started_at,
-                      pod.quota_id, pod.priority, pod.gpu_indices, at)
+    return replace(pod, last_checkpoint_at=at)
 
 
 def replay(trace: Trace, policy: str, checkpoint_minutes: float | None = None,
@@ -514,7 +638,7 @@ def replay(trace: Trace, policy: str, checkpoint_minutes: float | None = None,
            backfill: bool = False) -> Result:
     """Replay `trace` under `policy`; 'borrow-ckpt' needs `checkpoint_minutes`; `backfill`: every
     VC's queue gives its head a reservation (scheduler/reservation.py)."""
-    if policy == "borrow-ckpt" and not checkpoint_minutes:
-        raise ValueError("policy borrow-ckpt needs a checkpoint interval in minutes")
-    ckpt = checkpoint_minutes if policy == "borrow-ckpt" else None
+    if policy in CHECKPOINTED and not checkpoint_minutes:
+        raise ValueError(f"policy {policy} needs a checkpoint interval in minutes")
+    ckpt = checkpoint_minutes if policy in CHECKPOINTED else None
     return Replay(trace, policy, ckpt, public_nodes, prefilter, backfill).run(on_progress)

@@ -126,6 +126,11 @@ def summary(result: Result) -> dict:
         "preemptions": sum(r.preemptions for r in result.jobs),
         "jobs_preempted": sum(1 for r in result.jobs if r.preemptions),
         "gpu_hours_lost": round(lost / HOUR, 1),
+        # The share of allocated GPU time whose work was kept.
+        "goodput": round((busy - lost) / busy, 4) if busy else 0.0,
+        "shrinks": sum(r.shrinks for r in result.jobs),
+        "growths": sum(r.growths for r in result.jobs),
+        "gpu_hours_lost_to_resizes": round(result.resize_lost_gpu_s / HOUR, 1),
         "cycles": result.cycles,
         "plan_seconds": round(result.plan_s, 2),
         "wall_seconds": round(result.wall_s, 2),

@@ -21,8 +21,8 @@ PHILLY_VCS = frozenset({"6214e9", "7f04ca", "11cb48", "b436b2", "ee9e8c", "e1380
                         "2869ce", "ed69ec", "103959", "0e4a51"})
 BREAKDOWNS = (("total", ""), ("size", "GPUs "), ("quota", "quota "), ("mode", "mode "))
 CDF_POINTS = 2000
-COLORS = {"strict": "#1f77b4", "borrow": "#ff7f0e", "borrow-ckpt": "#2ca02c"}
-DASHES = {"strict": "solid", "borrow": "dash", "borrow-ckpt": "dot"}  # lines often coincide
+COLORS = {"strict": "#1f77b4", "borrow": "#ff7f0e", "borrow-ckpt": "#2ca02c", "elastic": "#9467bd"}
+DASHES = {"strict": "solid", "borrow": "dash", "borrow-ckpt": "dot", "elastic": "dashdot"}  # lines often coincide
 
 
 def reference_for(vc_names) -> dict | None:
@@ -41,6 +41,10 @@ def policy_notes(results: list[Result], summaries: list[dict]) -> list[str]:
             if name in by_name and _same_rows(by_name["strict"][0], by_name[name][0]):
                 notes.append(f"{name} replayed every job as strict did — "
                              f"{_why_alike(by_name['strict'][1], by_name[name][1])}")
+    if "elastic" in by_name:
+        notes.append("elastic: every job of more than one GPU (not spot) is an elastic data-parallel job of "
+                     "one-GPU workers, at least half of them (rounded up), at most all; work scales with the "
+                     "GPUs held, and a resize restarts it from its last checkpoint with no start-up time")
     return notes
 
 
@@ -109,9 +113,17 @@ def summary_line(s: dict) -> str:
             f"queueing mean {q['mean']:,.0f} s, median {q['median']:,.0f} s, "
             f"p95 {q['p95']:,.0f} s | utilization {s['gpu_utilization']:.1%} "
             f"(useful {s['gpu_utilization_useful']:.1%}) | "
-            f"preemptions {s['preemptions']:,}, GPU-hours lost {s['gpu_hours_lost']:,.1f} | "
+            f"preemptions {s['preemptions']:,}, GPU-hours lost {s['gpu_hours_lost']:,.1f}, "
+            f"goodput {s['goodput']:.1%}{_resizes(s)} | "
             f"wall {s['wall_seconds']:.0f} s ({s['cycles']:,} cycles, "
             f"plan {s['plan_seconds']:.0f} s)")
+
+
+def _resizes(s: dict) -> str:
+    if not (s["shrinks"] or s["growths"]):
+        return ""
+    return (f", shrinks {s['shrinks']:,}, growths {s['growths']:,} "
+            f"(GPU-hours lost to them {s['gpu_hours_lost_to_resizes']:,.1f})")
 
 
 def breakdown_lines(summaries: list[dict]) -> list[str]:

@@ -17,6 +17,7 @@ from django_htmx.http import reswap, retarget
 from console.pages.base import current_workspace, job_queryset, page
 from console.templatetags.console_tags import mentioned_jobs
 from cycle.estimate import TYPICAL_DAYS, Estimate, cached_estimates
+from jobs import elastic
 from jobs import logs as agent_logs
 from jobs.dispatch import EVICTING_REASONS
 from jobs.models import Job, JobSpec, Pod, Source
@@ -174,6 +175,7 @@ def detail_context(request, job: Job) -> dict:
         "live": job.status not in FINAL, "events": events, "history": history, "restarts": list(job.restarts.all()),
         "can_stop": job.status not in FINAL and can_change(request.user, job), "linked": linked_jobs(request.user, texts),
         "running_since": running_since(job, history), "status": status_label(job),
+        "elastic": elastic.summary(job), "resizes": [redact(e, hidden) for e in elastic.resizes(job)],
     }
 
 

@@ -165,11 +165,41 @@ def names_of_quotas(demo_cluster):
 
 # --- ElasticSpec, and fields sent back from GetJob ---------------------------------------------
 
-def test_elastic_training_is_refused_until_it_exists(alice_dlc):
-    message = refused(lambda: create(alice_dlc, ElasticSpec={"EnableElasticTraining": True, "MinParallelism": 1}))
-    assert "ElasticSpec.EnableElasticTraining: elastic training is not available yet" in message
+def elastic_job(names_of_quotas, pods=4, **spec):
+    return {"ResourceId": names_of_quotas["nlp-team"],
+            "JobSpecs": [{"Type": "Worker", "Image": "pytorch:2", "PodCount": pods,
+                          "ResourceConfig": {"GPU": "1", "CPU": "4", "Memory": "16Gi"}}],
+            "ElasticSpec": {"EnableElasticTraining": True, **spec}}
+
+
+def test_an_elastic_job_is_stored_with_its_range_and_echoed(alice_dlc, names_of_quotas):
+    job_id = create(alice_dlc, **elastic_job(names_of_quotas, MinParallelism=2, MaxParallelism=4))
+    assert Job.objects.get(job_id=job_id).elastic_range == (2, 4)
+    spec = alice_dlc.get_job(job_id, dlc.GetJobRequest()).body.elastic_spec
+    assert (spec.enable_elastic_training, spec.min_parallelism, spec.max_parallelism) == (True, 2, 4)
     job_id = create(alice_dlc, ElasticSpec={"EnableElasticTraining": False, "MaxParallelism": 4})
-    assert alice_dlc.get_job(job_id, dlc.GetJobRequest()).body.elastic_spec.max_parallelism == 4
+    assert Job.objects.get(job_id=job_id).elastic_range is None
+
+
+ELASTIC_REFUSALS = [
+    ({}, "ElasticSpec.MinParallelism: must be an integer from 1 to 1000 for elastic training, got None"),
+    ({"MinParallelism": 0, "MaxParallelism": 4}, "ElasticSpec.MinParallelism: must be an integer from 1"),
+    ({"MinParallelism": 3, "MaxParallelism": 2},
+     "ElasticSpec.MaxParallelism: must be an integer from MinParallelism (3) to 1000 for elastic training, got 2"),
+    ({"MinParallelism": 1, "MaxParallelism": 8},
+     "JobSpecs[0].PodCount: is 4; an elastic job's role has MaxParallelism (8) pods"),
+]
+
+
+@pytest.mark.parametrize("spec, message", ELASTIC_REFUSALS)
+def test_an_elastic_spec_is_refused_naming_the_field(alice_dlc, names_of_quotas, spec, message):
+    assert message in refused(lambda: create(alice_dlc, **elastic_job(names_of_quotas, **spec)))
+
+
+def test_elastic_training_runs_on_a_quota_only(alice_dlc):
+    message = refused(lambda: create(alice_dlc, ElasticSpec={"EnableElasticTraining": True, "MinParallelism": 1,
+                                                             "MaxParallelism": 1}))
+    assert "ElasticSpec.EnableElasticTraining: elastic training runs on a Resource Quota" in message
 
 
 def test_a_resource_config_beside_an_ecs_spec_must_be_the_instance_types_own(alice_dlc):

@@ -96,8 +96,9 @@ CREATE_JOB = {
                         found("UserVpc", {"VpcId": "vpc-1", "SwitchId": "vsw-1", "SecurityGroupId": "sg-1",
                                           "DefaultRoute": "eth1", "ExtendedCidrs": ["10.0.0.0/8"]}), whole=True),
     "ElasticSpec": Honoured({"ElasticSpec": ELASTIC}, found("ElasticSpec", ELASTIC), whole=True),
-    "ElasticSpec.EnableElasticTraining": Refused({"ElasticSpec": {"EnableElasticTraining": True}},
-                                                 "elastic training is not available yet"),
+    "ElasticSpec.EnableElasticTraining": Honoured(
+        QUOTA_JOB | {"ElasticSpec": {"EnableElasticTraining": True, "MinParallelism": 1, "MaxParallelism": 1}},
+        found("ElasticSpec.EnableElasticTraining", True)),
     "DataSources": Owned("H7 (datasets)"),
     "CodeSource": Owned("H7 (code sources)"),
     "Settings": Honoured({"Settings": {"TerminationGracePeriodSeconds": 90}},

@@ -77,6 +77,11 @@ class make_job:  # noqa: N801 - reads like the builder it is
         self._kw["max_run"] = timedelta(minutes=minutes)
         return self
 
+    def elastic(self, min_pods):
+        """Elastic: `pods(n)` is its MaxParallelism, `min_pods` its MinParallelism."""
+        self._kw["min_pods"] = min_pods
+        return self
+
     def spot(self, bid):
         self._kw.update(source=SOURCE_SPOT, bid=Decimal(bid), quota_id=None)
         self._itype = self._itype or GPU_TYPE
@@ -139,6 +144,11 @@ class make_pod:  # noqa: N801
         self._kw["terminating"] = True
         return self
 
+    def spare(self):
+        """A worker above its elastic job's minimum."""
+        self._kw["spare"] = True
+        return self
+
     def ends_in(self, minutes):
         self._kw["expected_end"] = NOW + timedelta(minutes=minutes)
         return self
@@ -162,7 +172,8 @@ def market(price, avg=None, itype: str = GPU_TYPE, resource_type: str = "ECS") -
                        resource_type)
 
 
-def snapshot(nodes=(), quotas=(), pods=(), jobs=(), markets=()) -> Snapshot:
+def snapshot(nodes=(), quotas=(), pods=(), jobs=(), markets=(), elastic=()) -> Snapshot:
     def built(items):
         return tuple(i.build() if hasattr(i, "build") else i for i in items)
-    return Snapshot(tuple(nodes), tuple(quotas), built(pods), built(jobs), tuple(markets))
+    return Snapshot(tuple(nodes), tuple(quotas), built(pods), built(jobs), tuple(markets),
+                    tuple(elastic))

@@ -25,7 +25,7 @@ def test_the_command_writes_the_json_summary_and_the_html_report(tmp_path, capsy
     call_command("replay_trace", jobs=str(PHILLY_JOBS), nodes=str(PHILLY_NODES), policy="all",
                  ckpt_minutes=30, out=str(out), limit=50, no_progress=True)
     summary = json.loads((out / "summary.json").read_text())
-    assert [p["policy"] for p in summary["policies"]] == ["strict", "borrow", "borrow-ckpt"]
+    assert [p["policy"] for p in summary["policies"]] == ["strict", "borrow", "borrow-ckpt", "elastic"]
     strict = summary["policies"][0]
     assert strict["jobs_replayed"] + strict["jobs_skipped"] == 50
     assert set(strict["queueing_delay_s"]) == {"mean", "median", "p95", "max"}

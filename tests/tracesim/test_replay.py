@@ -80,6 +80,37 @@ def test_with_checkpoints_the_lost_work_is_at_most_one_checkpoint_interval(write
     assert borrower.end == 7_901 + 36_000 - 7_200  # resumes from the 2-hour checkpoint
 
 
+SHRINK = [job(0, 36_000, 8, "a"),  # fills quota a for 10 h
+          job(1, 36_000, 8, "a"),  # borrows the node of quota b
+          job(7_801, 3_600, 4, "b")]  # b wants half its node back for an hour
+
+
+def test_an_elastic_borrower_is_shrunk_instead_of_stopped_and_grows_back(write_trace):
+    _, borrower, lender = replay_rows(write_trace, SHRINK, {"a": 1, "b": 1}, "elastic",
+                                      checkpoint_minutes=30)
+    assert lender.first_start == 7_801
+    assert (borrower.preemptions, borrower.shrinks, borrower.growths) == (0, 1, 1)
+    # 7,200 s at 8 GPUs kept (600 lost), then an hour at 4 GPUs, then the rest at 8 again.
+    assert borrower.lost_gpu_s == 600 * 8
+    assert borrower.end == 11_401 + (36_000 * 8 - 7_200 * 8 - 3_600 * 4) // 8
+
+
+def test_the_same_borrower_as_a_gang_waits_out_the_lender_and_ends_later(write_trace):
+    _, borrower, _ = replay_rows(write_trace, SHRINK, {"a": 1, "b": 1}, "borrow-ckpt",
+                                 checkpoint_minutes=30)
+    assert borrower.preemptions == 1
+    assert borrower.end == 11_401 + 36_000 - 7_200  # 1,800 s after the elastic one
+
+
+def test_an_elastic_job_starts_with_the_gpus_that_are_free_and_grows_when_more_free_up(write_trace):
+    _, second = replay_rows(write_trace, [job(0, 1_000, 4, "a"), job(10, 1_000, 8, "a")],
+                                {"a": 1}, "elastic", checkpoint_minutes=1)
+    assert (second.first_start, second.growths, second.shrinks) == (10, 1, 0)
+    # 960 s at 4 GPUs kept (checkpoints every 60 s, 30 s lost), the rest at 8 from t=1,000.
+    assert second.lost_gpu_s == 30 * 4
+    assert second.end == 1_000 + (1_000 * 8 - 960 * 4) // 8
+
+
 def test_the_summary_reports_delays_utilization_and_lost_gpu_hours(write_trace):
     result = replay(read_trace(*write_trace(RECLAIM, {"a": 1, "b": 1})), "borrow-ckpt",
                     checkpoint_minutes=30)
@@ -166,14 +197,15 @@ def test_pruning_the_snapshot_changes_no_decision(write_trace, backfill):
     rows = [job(rng.randrange(20_000), rng.choice([30, 600, 3_000, 9_000]),
                 rng.choice([1, 1, 1, 2, 4, 8, 12, 16]), rng.choice("abc")) for _ in range(250)]
     trace = read_trace(*write_trace(rows, {"a": 2, "b": 1, "c": 1}))
-    for policy in ("strict", "borrow", "borrow-ckpt"):
+    for policy in ("strict", "borrow", "borrow-ckpt", "elastic"):
         fast, full = (replay(trace, policy, 10, prefilter=p, backfill=backfill)
                       for p in (True, False))
-        # With backfill every queue's head is planned at every event while it waits.
-        assert full.cycles > fast.cycles or backfill
-        seen = [(r.job.job_id, r.first_start, r.end, r.preemptions, r.lost_gpu_s)
+        # With backfill every queue's head is planned at every event while it waits, and so
+        # it is under the elastic policy (a waiting job holds elastic jobs back from growing).
+        assert full.cycles > fast.cycles or backfill or policy == "elastic"
+        seen = [(r.job.job_id, r.first_start, r.end, r.preemptions, r.lost_gpu_s, r.shrinks, r.growths)
                 for r in sorted(fast.jobs, key=lambda r: r.job.job_id)]
-        assert seen == [(r.job.job_id, r.first_start, r.end, r.preemptions, r.lost_gpu_s)
+        assert seen == [(r.job.job_id, r.first_start, r.end, r.preemptions, r.lost_gpu_s, r.shrinks, r.growths)
                         for r in sorted(full.jobs, key=lambda r: r.job.job_id)]
     assert sum(r.preemptions for r in fast.jobs) > 0  # the borrow policies did reclaim
 

@@ -22,7 +22,7 @@ from tracesim.report import reference_for, text_report
 
 class Command(BaseCommand):
     help = ("Replay a job trace (CSV) through the real scheduler in virtual time under strict "
-            "quotas, idle borrowing, or idle borrowing with checkpoints.")
+            "quotas, idle borrowing, idle borrowing with checkpoints, or elastic jobs.")
 
     def add_arguments(self, parser):
         parser.add_argument("--jobs", required=True, help="jobs CSV: timestamp, duration, "
@@ -35,7 +35,8 @@ class Command(BaseCommand):
                                  "a reservation, and the jobs behind it must not delay it; "
                                  "off: they pass it freely (the quota setting Backfill)")
         parser.add_argument("--ckpt-minutes", type=float, default=30.0,
-                            help="checkpoint interval of the borrow-ckpt policy (minutes)")
+                            help="checkpoint interval of the borrow-ckpt and elastic policies "
+                                 "(minutes)")
         parser.add_argument("--public-nodes", type=int, default=0,
                             help="8-GPU nodes of a public pool for spot jobs (default none)")
         parser.add_argument("--limit", type=int, default=None,

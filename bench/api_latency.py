@@ -204,11 +204,7 @@ def main() -> None:
     before = harness.reference_loop_s()
     demo.seed(price_history=False)
     job_ids = store_jobs(args.jobs)
-    if connection.vendor == "postgresql":
-        # As autovacuum leaves a database that has been up a while: statistics, and the visibility
-        # map that lets a count be answered from an index alone.
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
+    harness.vacuum_analyze()
     key = alice_key()
     connection.close()
     port = free_port()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import run_in_process  # noqa: E402
+from bench.harness import run_in_process, vacuum_analyze  # noqa: E402
 from bench.usage_page import populate  # noqa: E402
 
 TARGET_P95_S = 0.150
@@ -65,11 +65,7 @@ def run(jobs: int, repeat: int) -> dict:
     started = time.perf_counter()
     pods = populate(jobs, pods_per_job=(1, 2, 3, 4, 5))
     loaded_s = time.perf_counter() - started
-    if connection.vendor == "postgresql":
-        # As autovacuum leaves a database that has been up a while (bench/api_latency.py): statistics,
-        # and the visibility map that lets the sums read their covering indexes alone.
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
+    vacuum_analyze()
     return {"backend": connection.vendor, "jobs": jobs, "pods": pods, "load_s": loaded_s,
             "timings": {who: time_pages(who, repeat) for who in ("alice", "bob")}}
 

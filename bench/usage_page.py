@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import run_in_process  # noqa: E402
+from bench.harness import run_in_process, vacuum_analyze  # noqa: E402
 
 BATCH = 5_000
 SOURCES = (  # (source, pod kind, quota name or None, weight)
@@ -118,11 +118,7 @@ def run(jobs: int, repeat: int) -> dict:
     started = time.perf_counter()
     pods = populate(jobs)
     loaded_s = time.perf_counter() - started
-    if connection.vendor == "postgresql":
-        # As autovacuum leaves a database that has been up a while (bench/api_latency.py): statistics,
-        # and the visibility map that lets the sums read their covering indexes alone.
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
+    vacuum_analyze()
     today = timezone.now().date()
     month = f"?from={today - timedelta(days=29)}&to={today}"
     timings = {f"{who} {label}": time_page(who, query, repeat)

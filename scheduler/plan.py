@@ -177,6 +177,7 @@ class Cycle:
         self.reservations: dict[str, reservation.Reservation | None] = {}
         self.reserved: dict[str, tuple] = {}  # job id -> (time, nodes) of its reservation
         self.held_nodes: set[str] = set()  # reserved nodes: no later job preempts a pod there
+        self.released = False  # pass 2 has begun: what reservations held is free to borrowers
         self.shares = Shares(snapshot.pods)  # borrowed capacity per quota (fair_share.py)
 
     def _build_queues(self, jobs) -> dict[str, list[PendingJob]]:
@@ -394,6 +395,7 @@ class Cycle:
         are expected to end before it (they delay nothing), then back to everyone: pass 2 only
         borrows, and a borrower on a reserved node is the head's to reclaim once the rest of the
         node is free (preemption victims on those nodes stay the head's alone meanwhile)."""
+        self.released = True
         for held in self.reservations.values():
             if held is not None:
                 for node, kept in held.held.items():
@@ -543,6 +545,8 @@ class Cycle:
             self._wait(job, UNKNOWN_QUOTA, f"Quota {job.quota_id!r} does not exist")
             return False
         own, idle = self._quota_scopes(quota)
+        if self.released and self.held_nodes:
+            own = self._unreserved(quota, own)
         in_quota, borrow = job.oversold_type != FORCE, job.oversold_type != FORBIDDEN
         # With the guarantee used up, reclaiming idle pods cannot help: only preempting the
         # quota's own lower-priority pods could.
@@ -568,6 +572,17 @@ class Cycle:
             idle = self.view.scopes.get(key) or self.view.scope(
                 key, self.tree.idle_scope_nodes(key[1:]))
             found = self.quota_scopes[quota.id] = (own, idle)
+        return found
+
+    def _unreserved(self, quota: Quota, own: Scope) -> Scope:
+        """The quota's own nodes but the reserved ones, for In Quota turns in pass 2: a job of a
+        StrictFIFO queue held behind a borrowing head gets its whole turn there, after what
+        reservations held went back to borrowers, and must not delay another queue's head."""
+        key = ("quota", quota.id, "unreserved")
+        found = self.view.scopes.get(key)
+        if found is None:
+            found = self.view.scope(key, [self.view.states[n].node for n in own.names
+                                          if n not in self.held_nodes])
         return found
 
     def _reclaim_candidates(self, job: PendingJob, quota: Quota,

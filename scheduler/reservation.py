@@ -7,9 +7,11 @@ will need at that time is held through the In Quota pass (CapacityView.block): a
 starts In Quota only on capacity the head does not need, or, if it is expected to end before the
 reservation's time, on the held capacity too. Then borrowers may use what is held: they are
 preemptible, and the head reclaims them once the rest of its nodes is free. No job planned after
-the head preempts a pod on those nodes (the head counts on each of them ending). Nothing is kept
-across cycles: each cycle computes the reservation again from its own now, and the held capacity
-is free again to that computation, so the reserved nodes stay the head's first choice.
+the head preempts a pod on those nodes (the head counts on each of them ending), and a job whose
+In Quota turn comes in the second pass (held behind a StrictFIFO head that borrows) does not start
+on them. Nothing is kept across cycles: each cycle computes the reservation again from its own
+now, and the held capacity is free again to that computation, so the reserved nodes stay the
+head's first choice.
 
 Expected ends. A job is expected to run for its maximum running time where it has one (a running
 pod's `expected_end`, set by the snapshot), else for its quota's typical run: the median run of

@@ -122,3 +122,21 @@ def test_a_borrower_may_use_the_reserved_capacity_and_the_head_reclaims_it_when_
     idle = make_pod("borrowed").on("n1").quota("q2").idle().gpus(4).started(60).build()
     d = plan(snapshot(nodes, quotas, [pods[1], idle], [jobs[0]]), NOW)
     assert d.preempted_pod_ids() == ("borrowed",)
+
+
+def test_a_strict_fifo_job_planned_in_pass_2_does_not_take_another_queues_reservation():
+    # The parent's head reserves p1 and the child's node c1. The child's StrictFIFO head borrows
+    # in pass 2, so the job behind it gets its whole turn there, after the reserved capacity went
+    # back to borrowers: In Quota it must still not start on c1, where it would outlast the
+    # reservation's time.
+    quotas = [quota("P", backfill=True, typical_run=timedelta(hours=3)),
+              quota("C", "P", queue_strategy="StrictFIFO")]
+    nodes = [node("p1", "P"), node("p2", "P"), node("c1", "C")]
+    pods = [make_pod("a").quota("P").on("p1").gpus(4).ends_in(60),
+            make_pod("b").quota("P").on("p2").gpus(1).ends_in(600)]
+    jobs = [make_job("big").quota("P").gpus(8).pods(2).priority(9),
+            make_job("first").quota("C").accept().gpus(1).priority(5),
+            make_job("second").quota("C").gpus(4).priority(5).submitted(30)]
+    d = plan(snapshot(nodes, quotas, pods, jobs), NOW)
+    assert d.wait_reason("big").reserved_nodes == ("c1", "p1")
+    assert "second" not in admitted(d)

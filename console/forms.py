@@ -111,6 +111,13 @@ class JobForm(forms.Form):
         initial=FaultTolerancePolicy.EXIT_CODE_AND_ERROR_MSG,
     )
     ft_other_config = forms.CharField(label="Other Configuration", required=False, max_length=1024)
+    # Elastic Training (PAI's ElasticSpec): the role's Nodes are its MaxParallelism.
+    elastic_enabled = forms.BooleanField(label="Elastic Training", required=False)
+    elastic_min = forms.IntegerField(
+        label="Minimum Workers (MinParallelism)", required=False, initial=1,
+        help_text="The job starts once this many of its Nodes fit, grows to all of them while idle resources are "
+                  "free, and when they are reclaimed shrinks back toward this instead of being preempted whole.",
+    )
     # Datasets and code (registered in the workspace; mounted where each says)
     datasets = forms.ModelMultipleChoiceField(
         label="Datasets", queryset=Dataset.objects.none(), required=False,
@@ -143,6 +150,10 @@ class JobForm(forms.Form):
     def ft_on(self) -> bool:
         value = self["ft_enabled"].value()
         return value in (True, "on", "true", "1", "True")
+
+    @property
+    def elastic_on(self) -> bool:
+        return self["elastic_enabled"].value() in (True, "on", "true", "1", "True")
 
     @property
     def lingjun_spot(self) -> bool:

@@ -95,6 +95,8 @@ def clone_initial(job):
         "vpc_id": vpc.get("VpcId", ""), "switch_id": vpc.get("SwitchId", ""),
         "security_group_id": vpc.get("SecurityGroupId", ""),
         "ft_enabled": job.ft_enabled, **fault_tolerance_initial(job),
+        "elastic_enabled": job.elastic_range is not None,
+        "elastic_min": job.elastic_range[0] if job.elastic_range else 1,
         "datasets": [d["data_source_id"] for d in job.data_sources or []],
         "code_source": job.code_source["code_source_id"] if job.code_source else None,
     }
@@ -157,6 +159,7 @@ def submit(request, workspace, form, roles):
 def to_request(form, roles, workspace) -> JobRequest:
     data = form.cleaned_data
     vpc = {k: data[f].strip() for k, f in VPC_FIELDS.items() if data[f].strip()}
+    requested = [role_request(r, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)]
     return JobRequest(
         display_name=data["display_name"], user_command=data["user_command"], job_type=data["job_type"],
         workspace_id=workspace.pk if workspace else None, envs=data["envs"], priority=data["priority"],
@@ -169,10 +172,19 @@ def to_request(form, roles, workspace) -> JobRequest:
         ft_policy=data["ft_policy"], ft_other_config=data["ft_other_config"],
         description=data["description"], accessibility=data["accessibility"] or Accessibility.PUBLIC, tags=data["tags"],
         custom_envs=[CustomEnv(key=k, value=v, visible=False) for k, v in data["hidden_envs"].items()],
-        roles=[role_request(r, data) for r in roles.forms if r.cleaned_data and not roles._should_delete_form(r)],
+        roles=requested, elastic_spec=elastic_spec(data, requested),
         data_sources=[JobDataSource(d.dataset_id) for d in data["datasets"]],
         code_source=JobCodeSource(data["code_source"].code_source_id) if data["code_source"] else None,
     )
+
+
+def elastic_spec(data: dict, roles: list[RoleRequest]) -> dict:
+    """The ElasticSpec the API would send: the first role's Nodes are the job's MaxParallelism (create_job
+    refuses an elastic job of more roles, or Nodes that are not its MaxParallelism)."""
+    if not data["elastic_enabled"]:
+        return {}
+    return {"EnableElasticTraining": True, "MinParallelism": data["elastic_min"],
+            "MaxParallelism": roles[0].pod_count if roles else None}
 
 
 def role_request(role_form, job: dict) -> RoleRequest:
@@ -191,6 +203,9 @@ VPC_FIELDS = {"VpcId": "vpc_id", "SwitchId": "switch_id", "SecurityGroupId": "se
 # create_job's field names -> the form's.
 JOB_FIELDS = {
     "quota_id": "quota", "ft_hang_interval_s": "ft_hang_interval_minutes", "custom_envs": "hidden_envs",
+    "elastic_spec.EnableElasticTraining": "elastic_enabled", "elastic_spec.MinParallelism": "elastic_min",
+    # Its MaxParallelism is the role's Nodes, which the form cannot set below the minimum on its own.
+    "elastic_spec.MaxParallelism": "elastic_min",
     **{f"user_vpc.{k}": f for k, f in VPC_FIELDS.items()},
 }
 ROLE_FIELDS = {

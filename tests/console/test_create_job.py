@@ -276,3 +276,44 @@ def test_a_job_name_over_128_characters_is_refused_by_the_form(alice_client):
     assert "Ensure this value has at most 128 characters (it has 129)." in response.content.decode()
     assert Job.objects.count() == before
     assert 'maxlength="128"' in alice_client.get("/jobs/create/").content.decode()
+
+
+def test_elastic_training_sends_the_elastic_spec_with_the_nodes_as_its_maximum(alice_client):
+    response = alice_client.post("/jobs/create/", form_data(**{"elastic_enabled": "on", "elastic_min": "1",
+                                                               "roles-0-pod_count": "2"}))
+    job = Job.objects.get(display_name="bert-pretrain")
+    assert response.status_code == 302
+    assert job.elastic_spec == {"EnableElasticTraining": True, "MinParallelism": 1, "MaxParallelism": 2}
+    assert job.elastic_range == (1, 2)
+
+
+def test_an_elastic_minimum_above_the_nodes_is_refused_next_to_it(alice_client):
+    response = alice_client.post("/jobs/create/", form_data(**{"elastic_enabled": "on", "elastic_min": "3",
+                                                               "roles-0-pod_count": "2"}))
+    message = field_error(response.content.decode(), "id_elastic_min")
+    assert "MinParallelism (3)" in message and "got 2" in message
+    assert not Job.objects.exists()
+
+
+def test_elastic_training_off_preemptible_resources_is_refused_next_to_its_switch(alice_client):
+    response = alice_client.post("/jobs/create/", spot_data(**{"elastic_enabled": "on", "elastic_min": "1"}))
+    assert "Resource Quota" in field_error(response.content.decode(), "id_elastic_enabled")
+    assert not Job.objects.exists()
+
+
+def test_without_elastic_training_the_minimum_is_ignored(alice_client):
+    alice_client.post("/jobs/create/", form_data(elastic_min="7"))
+    assert Job.objects.get(display_name="bert-pretrain").elastic_spec == {}
+
+
+def test_turning_on_elastic_training_shows_its_minimum_and_clone_keeps_it(alice_client, alice):
+    query = {"_refresh": "1", "roles-TOTAL_FORMS": "1", "roles-INITIAL_FORMS": "0"}
+    off = alice_client.get("/jobs/create/", query, HTTP_HX_REQUEST="true").content.decode()
+    on = alice_client.get("/jobs/create/", {**query, "elastic_enabled": "on"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "Minimum Workers" not in off and "Minimum Workers" in on
+
+    alice_client.post("/jobs/create/", form_data(**{"elastic_enabled": "on", "elastic_min": "1", "roles-0-pod_count": "2"}))
+    job = Job.objects.get(display_name="bert-pretrain")
+    html = alice_client.get(f"/jobs/create/?clone={job.job_id}").content.decode()
+    assert re.search(r'name="elastic_enabled"[^>]*checked', html)
+    assert re.search(r'name="elastic_min" value="1"', html) and "Minimum Workers" in html

@@ -194,17 +194,20 @@ def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: st
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OPENDLC_JOB_ID": job.job_id, "OPENDLC_POD_ID": pod.pod_id,
         "OPENDLC_CKPT_DIR": checkpoint_dir(job.job_id),
-        **elastic_env(job, master_addr),
+        **elastic_env(job, world_size, master_addr),
     }
 
 
-def elastic_env(job: Job, master_addr: str) -> dict[str, str]:
-    """An elastic job's workers see torchrun's `--nnodes=MIN:MAX` and a c10d rendezvous at the
-    first worker, as TorchElastic's would; WORLD_SIZE and RANK are this start's."""
+def elastic_env(job: Job, world_size: int, master_addr: str) -> dict[str, str]:
+    """An elastic job's workers see torchrun's rendezvous settings (a c10d rendezvous at the first
+    worker) and the job's range (OPENDLC_ELASTIC_MIN/MAX); WORLD_SIZE and RANK are this start's."""
     found = job.elastic_range
     if found is None:
         return {}
-    return {"PET_NNODES": f"{found[0]}:{found[1]}", "PET_RDZV_BACKEND": "c10d",
+    # torchrun's --nnodes is this start's world, not the job's MIN:MAX: the platform starts exactly
+    # these workers together and resizes by restarting them, while with a range below its maximum
+    # torchrun would hold the rendezvous open for its last call (30 s) for workers nobody starts.
+    return {"PET_NNODES": f"{world_size}:{world_size}", "PET_RDZV_BACKEND": "c10d",
             "PET_RDZV_ENDPOINT": f"{master_addr}:{master_port(job.job_id)}", "PET_RDZV_ID": job.job_id,
             "OPENDLC_ELASTIC_MIN": str(found[0]), "OPENDLC_ELASTIC_MAX": str(found[1])}
 

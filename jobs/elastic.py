@@ -7,7 +7,7 @@ the workers taken with reason Shrunk (they end Evicted, "Resource Preempted"), t
 with reason Resize. As each ends, a kept worker gets its next incarnation on the same node and
 GPUs, a taken one an unbound incarnation that a later growth may place again. Once none of them
 is live, every bound worker starts together with the new world size (dispatch.pod_env: RANK,
-WORLD_SIZE, PET_NNODES=MIN:MAX and the rendezvous at the first worker), and resumes from the
+WORLD_SIZE, torchrun's PET_NNODES and the rendezvous at the first worker), and resumes from the
 job's last checkpoint (easyckpt). A resize is not a failure: the job stays Running and no
 restart is counted against Maximum Job Restarts.
 

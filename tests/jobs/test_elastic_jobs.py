@@ -44,7 +44,7 @@ def reclaim_one_node(alice, cycle, sent):
 def test_an_elastic_job_starts_at_its_widest_with_torchrun_s_elastic_environment(bob, cycle, reports, sent):
     job = running_borrower(bob, cycle, reports, sent)
     envs = list(starts(sent, job).values())
-    assert [(e["RANK"], e["WORLD_SIZE"], e["PET_NNODES"]) for e in envs] == [("0", "2", "1:2"), ("1", "2", "1:2")]
+    assert [(e["RANK"], e["WORLD_SIZE"], e["PET_NNODES"]) for e in envs] == [("0", "2", "2:2"), ("1", "2", "2:2")]
     assert envs[1]["PET_RDZV_ENDPOINT"] == f"{envs[0]['MASTER_ADDR']}:{envs[0]['MASTER_PORT']}"
     assert Job.objects.get(pk=job.pk).status == "Running"
 

@@ -239,8 +239,11 @@ def _figures(job, lenders, pod_root: Path, elastic: bool) -> dict:
     lost = [stop["step"] - start["step"] for stop, start in zip(stops, starts[1:])]
     freed = sorted(p.finished_at.timestamp() for p in Pod.objects.filter(
         job_id__in=[j.pk for j in lenders], finished_at__isnull=False))
-    bound = sorted(p.bound_at.timestamp() for p in Pod.objects.filter(job=job, bound_at__isnull=False))
-    resumes, binds = [], []
+    pods = list(Pod.objects.filter(job=job, bound_at__isnull=False).values("bound_at", "started_at", "finished_at",
+                                                                             "reason_code"))
+    bound = sorted(p["bound_at"].timestamp() for p in pods)
+    decided = sorted(e.at.timestamp() for e in job.events.filter(reason="ElasticResize"))
+    resumes, binds, phases = [], [], []
     for at in freed:
         later = [s["time"] for s in starts if s["time"] > at]
         placed = [b for b in bound if b >= at]
@@ -248,11 +251,26 @@ def _figures(job, lenders, pod_root: Path, elastic: bool) -> dict:
             resumes.append(later[0] - at)
         if placed:
             binds.append(placed[0] - at)
+        if later and elastic:
+            phases.append(_phases(at, later[0], decided, pods))
     return {"kind": "elastic" if elastic else "gang", "job": job.job_id, "samples": latest[1]["samples"] if latest else 0,
             "steps": latest[0] if latest else 0, "held_gpu_s": held, "starts": len(starts),
-            "lost_steps": lost, "resume_s": resumes, "bind_s": binds,
+            "lost_steps": lost, "resume_s": resumes, "bind_s": binds, "phases": phases,
             "restarts": job.restart_count, "preemption_restarts": job.preemption_restart_count,
             "resizes": job.events.filter(reason="ElasticResize").count()}
+
+
+def _phases(freed: float, stepping: float, decided: list[float], pods: list[dict]) -> dict:
+    """Where the time from a node being free to the borrower stepping again went: the resize decided
+    (the cycle), the workers stopped for it ended (their SIGTERM flush), the workers started again
+    (the agents' spawn), and their own start-up until the first step."""
+    resize = next((t for t in decided if t >= freed), freed)
+    ended = [p["finished_at"].timestamp() for p in pods if p["finished_at"] and p["reason_code"] == "Resize"
+             and resize <= p["finished_at"].timestamp() <= stepping]
+    stopped = max(ended, default=resize)
+    started = [p["started_at"].timestamp() for p in pods if p["started_at"] and stopped <= p["started_at"].timestamp() <= stepping]
+    spawned = max(started, default=stopped)
+    return {"decide": resize - freed, "stop": stopped - resize, "spawn": spawned - stopped, "start-up": stepping - spawned}
 
 
 def _events(path: Path) -> list[dict]:
@@ -290,12 +308,15 @@ def report(r: dict) -> str:
         rows.append((b["kind"], f"{goodput:.1%}", f"{b['samples']:,}", f"{b['samples'] / r['seconds']:.1f}",
                      f"{b['held_gpu_s']:,.0f}", len(lost),
                      lost_text, _spread(b["bind_s"]), _spread(b["resume_s"]), b["resizes"], b["preemption_restarts"]))
+    phases = [p for b in r["borrowers"] for p in b.get("phases", [])]
+    breakdown = ", ".join(f"{name} {_spread([p[name] for p in phases])}" for name in ("decide", "stop", "spawn", "start-up"))
     lines = [(f"goodput: {r['nodes']} one-GPU nodes, {r['seconds']:.0f} s a borrower, "
               f"{len(r['schedule'])} lender jobs (seeded), checkpoint every {r['ckpt_every']} steps of "
               f"{r['step_s']} s; a worker alone computes {r['rate']:.2f} samples/s"),
              harness.table(rows, ("borrower", "goodput", "samples kept", "kept per s", "GPU-s held", "resumed",
                                   "lost steps a stop: max", "node free -> bound (s)", "node free -> stepping (s)",
                                   "resizes", "re-queued")),
+             f"elastic, node free -> stepping, by phase (s): {breakdown or '-'}",
              ("goodput = samples kept / (GPU-seconds held x samples per second of one worker alone); targets: "
               ">= 95 % elastic, lost <= one checkpoint interval, bound within 5 s of the node being free")]
     return "\n".join(lines)

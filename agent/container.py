@@ -62,10 +62,12 @@ KMSG = "/dev/kmsg"
 ENV_FILE = ".opendlc-env"
 # PID 1 of every pod: runs the command as its child and, on SIGTERM, passes it to the whole process
 # group (a namespace's PID 1 gets no default signal action, and a shell that is not PID 1 would not
-# pass the signal on); it then waits for the command and exits with its exit code.
-WRAPPER = ('trap \'trap "" TERM; kill -TERM 0 2>/dev/null\' TERM; '
+# pass the signal on); it then waits for the command and exits with its exit code. A `wait` the trap
+# interrupted returns 143 whatever the command does, so the trap's flag sends it round once more to
+# read the command's own status (the shell keeps it even when the command already ended).
+WRAPPER = ('trap \'stopping=1; trap "" TERM; kill -TERM 0 2>/dev/null\' TERM; '
            '/bin/sh -c "$1" & pid=$!; '
-           'while :; do wait "$pid"; rc=$?; kill -0 "$pid" 2>/dev/null || break; done; exit "$rc"')
+           'while :; do stopping=; wait "$pid"; rc=$?; [ -z "$stopping" ] && break; done; exit "$rc"')
 
 
 class RuntimeNotFound(Exception):

@@ -52,9 +52,10 @@ class Outbox:
         self._cond = threading.Condition()
         self._closed = False
         self._due: float | None = None  # send by then (monotonic), before the next flush
-        # When each running pod was reported started: its end report says so again, because the two
-        # may be applied out of order by the platform's workers, and a late Running report is ignored.
-        self._started: dict[str, str] = {}
+        # Each running pod's Running report (when, and how it runs): its end report says so again,
+        # because the two may be applied out of order by the platform's workers, and a late Running
+        # report is ignored.
+        self._started: dict[str, tuple[str, str]] = {}
         self._thread = threading.Thread(target=self._run, name="agent-outbox", daemon=True)
         self._thread.start()
 
@@ -72,9 +73,9 @@ class Outbox:
                 "reason": reason, "message": message}
         with self._cond:
             if status == "Running":
-                self._started[pod_id] = item["at"]
+                self._started[pod_id] = (item["at"], message)
             elif pod_id in self._started:
-                item["started"] = self._started.pop(pod_id)
+                item["started"], item["started_message"] = self._started.pop(pod_id)
         self.put("jobs.pod_reports", item)
         if urgent or status in ENDED:
             due = time.monotonic() + (0.0 if urgent else self.end_window_s)

@@ -55,6 +55,7 @@ class Report:
     reason: str
     message: str
     started: datetime | None = None  # an end report: when the agent reported the pod started
+    started_message: str = ""  # ... and that Running report's message
 
     @classmethod
     def parse(cls, raw: dict, now: datetime) -> Report:
@@ -64,7 +65,8 @@ class Report:
         at = parse_time(raw.get("at")) or now
         started = parse_time(raw.get("started")) if status in FINISHED else None
         return cls(str(raw["pod_id"]), status, raw.get("exit_code"), at, str(raw.get("reason") or ""),
-                   str(raw.get("message") or ""), min(started, at) if started else None)
+                   str(raw.get("message") or ""), min(started, at) if started else None,
+                   str(raw.get("started_message") or "") if started else "")
 
 
 def parse_time(value) -> datetime | None:
@@ -195,12 +197,11 @@ class _Batch:
                 if pod.started_at is None:
                     _observe_start(pod, report.at)
                 pod.status, pod.started_at = PodStatus.RUNNING, pod.started_at or report.at
-                self.events.append(_started_event(pod, report))
+                self.events.append(_started_event(pod, report.at, report.message))
             else:
                 if pod.status not in LIVE_STATUSES:
                     continue
-                _finish(pod, report, _finished_fields(pod, report))
-                self.events.append(_finished_event(pod, report))
+                self.events += _finish(pod, report, _finished_fields(pod, report))
                 self.freed = True
             changed[pod.pod_id] = pod
             self.claimed += 1
@@ -242,8 +243,7 @@ class _Batch:
             if pod.status not in LIVE_STATUSES:
                 continue  # a duplicate report in the batch
             read = pod.status
-            _finish(pod, report, _finished_fields(pod, report))
-            self.events.append(_finished_event(pod, report))
+            self.events += _finish(pod, report, _finished_fields(pod, report))
             self.evicted.append((pod, read))
             ended.append((pod, report))
         (first, began), (_, last) = ended[0], ended[-1]
@@ -325,7 +325,7 @@ def _pod_running(job: Job, pod: Pod, report: Report) -> bool:
         return False
     if pod.started_at is None:
         _observe_start(pod, report.at)
-    _started_event(pod, report).save()
+    _started_event(pod, report.at, report.message).save()
     if pod.current and job.status == JobStatus.ENV_PREPARING and _all_current(job, *RAN):
         history.change_status(job, JobStatus.RUNNING, reason="JobRunning", message="All pods are running", now=report.at)
         aimaster.job_running(job, report.at)
@@ -336,21 +336,24 @@ def _pod_finished(job: Job, pod: Pod, report: Report) -> bool:
     fields = _finished_fields(pod, report)
     if not Pod.objects.filter(pk=pod.pk, status__in=LIVE_STATUSES).update(**fields):
         return False
-    _finish(pod, report, fields)
-    _finished_event(pod, report).save()
+    PodEvent.objects.bulk_create(_finish(pod, report, fields))
     request_cycle(freed=True)  # its capacity is free now
     if pod.current and job.status not in FINAL:
         _job_after_pod_finished(job, pod, report)
     return True
 
 
-def _finish(pod: Pod, report: Report, fields: dict) -> None:
-    """Give the pod a finished report's fields (its row is written by the caller), timing a start
-    that only the end report told: the Running report was overtaken and will be ignored."""
+def _finish(pod: Pod, report: Report, fields: dict) -> list[PodEvent]:
+    """Give the pod a finished report's fields (its row is written by the caller) and return its
+    events to write: the end, and the start too when only the end report told it (the Running
+    report was overtaken and will be ignored), so that every pod that ran says where and how."""
+    events = []
     if pod.started_at is None and report.started is not None:
         _observe_start(pod, report.started)
+        events.append(_started_event(pod, report.started, report.started_message))
     for name, value in fields.items():
         setattr(pod, name, value)
+    return [*events, _finished_event(pod, report)]
 
 
 def _finished_fields(pod: Pod, report: Report) -> dict:
@@ -370,10 +373,10 @@ def _finished_fields(pod: Pod, report: Report) -> dict:
     }
 
 
-def _started_event(pod: Pod, report: Report) -> PodEvent:
+def _started_event(pod: Pod, at: datetime, message: str) -> PodEvent:
     # The agent says how it runs the pod ("podman container of IMAGE", "image not used: process runtime").
-    how = f"; {report.message}" if report.message else ""
-    return PodEvent(pod=pod, at=report.at, reason="Started", message=f"Pod running on {pod.node}{how}")
+    how = f"; {message}" if message else ""
+    return PodEvent(pod=pod, at=at, reason="Started", message=f"Pod running on {pod.node}{how}")
 
 
 def _finished_event(pod: Pod, report: Report) -> PodEvent:

@@ -67,10 +67,10 @@ def test_a_pods_end_goes_within_the_end_window_not_at_the_next_flush():
 def test_an_end_report_repeats_when_its_pod_was_reported_started():
     recorder = Recorder()
     outbox = Outbox(recorder, flush_s=30)
-    outbox.report("p", "Running")
+    outbox.report("p", "Running", message="podman container of img:1")
     outbox.report("p", "Succeeded", exit_code=0)
     outbox.report("q", "Failed", reason="StartError")  # never started
     outbox.close()
     running, ended = recorder.reports("p")
-    assert ended["started"] == running["at"]
+    assert (ended["started"], ended["started_message"]) == (running["at"], "podman container of img:1")
     assert "started" not in recorder.reports("q")[0] and "started" not in running

@@ -77,6 +77,23 @@ def test_a_batch_ends_where_the_reports_one_at_a_time_end(cluster, cycle, django
                         "Succeeded"]
 
 
+def test_a_pod_whose_end_report_overtook_its_running_report_still_says_where_and_how_it_ran(cluster, cycle):
+    """Two workers may apply the agent's Running and end reports out of order; the end report
+    repeats the Running one, so the pod's events hold its Started event either way."""
+    batched, alone = bound_jobs(cluster, cycle, [1, 1])
+    for job, apply in ((batched, lambda raw: apply_reports([raw], T0)),
+                       (alone, lambda raw: apply_report(raw, T0))):
+        pod = pods_of(job)[0]
+        started = T0 + timedelta(seconds=1)
+        with transaction.atomic():
+            apply({**report(pod, "Succeeded", 0, T0 + timedelta(seconds=2)),
+                   "started": started.isoformat(), "started_message": "podman container of img:1"})
+            apply(report(pod, "Running", at=started, message="podman container of img:1"))  # late: ignored
+        events = list(pod.events.values_list("reason", "message", "at"))
+        assert events == [("Started", f"Pod running on {pod.node}; podman container of img:1", started),
+                          ("Succeeded", "Pod Succeeded (exit code 0)", T0 + timedelta(seconds=2))], events
+
+
 def test_a_batch_takes_the_same_few_statements_for_ten_jobs_or_sixty(cluster, cycle, django_assert_max_num_queries):
     jobs = bound_jobs(cluster, cycle, [1] * 10 + [2] * 25)
 

@@ -183,6 +183,26 @@ class ProcessExecutor:
             timer.daemon = True
             timer.start()
 
+    def resize(self, update: dict) -> None:
+        """An in-place resize (jobs/elastic.py): write the pod's new membership to the file its
+        environment names, where easyckpt.ElasticGroup polls it. Replaced whole, so that a reader
+        never sees half of it."""
+        with self._lock:
+            pod = self.pods.get(update["pod_id"])
+        path = pod.env.get("OPENDLC_MEMBERSHIP_FILE") if pod is not None and not pod.stop_reason else None
+        if not path:
+            log.warning("resize of pod %s ignored: %s", update["pod_id"],
+                        "it does not run here" if path is None else "it has no membership file")
+            return
+        membership = {k: update[k] for k in ("generation", "rank", "world_size", "master_addr", "master_port")}
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{os.getpid()}")
+        partial.write_text(json.dumps(membership))
+        os.replace(partial, target)
+        log.info("pod %s resized in place: rank %s of %s (generation %s)", update["pod_id"], membership["rank"],
+                 membership["world_size"], membership["generation"])
+
     def stop(self, pod_id: str, reason: str, grace_s: float) -> None:
         with self._lock:
             pod = self.pods.get(pod_id)

@@ -86,6 +86,14 @@ class SimulatedExecutor:
             pod.stop_reason = reason
             self._push(min(pod.stop_s, grace_s), pod_id, "stopped")
 
+    def resize(self, update: dict) -> None:
+        """An in-place resize: a simulated pod has no training loop to tell, only its log."""
+        with self._cond:
+            pod = self.pods.get(update["pod_id"])
+            if pod is not None and not pod.stop_reason:
+                self._log(pod, f"resized in place: rank {update['rank']} of {update['world_size']} "
+                               f"(generation {update['generation']})")
+
     def _log(self, pod: SimPod, *lines: str) -> None:
         """Ship lines of the pod's log, at their byte offset (jobs.logs stores each chunk once)."""
         text = "".join(f"{line}\n" for line in lines)

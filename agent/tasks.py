@@ -42,3 +42,13 @@ def stop_pods(sealed: str) -> None:
             executor.stop(request["pod_id"], request.get("reason") or "Stopped", float(request.get("grace_s", 30)))
         except Exception:
             log.exception("could not stop pod %s", request.get("pod_id"))
+
+
+@shared_task(name="agent.resize_pods", ignore_result=True)
+def resize_pods(sealed: str) -> None:
+    executor = runtime.current().executor
+    for update in _opened("agent.resize_pods", sealed):
+        try:
+            executor.resize(update)
+        except Exception:
+            log.exception("could not resize pod %s", update.get("pod_id"))

@@ -31,7 +31,8 @@ LEAF, ANY_KEYS = params.LEAF, params.ANY_KEYS
 ELASTIC_KEYS = ("AIMasterDockerImage", "AIMasterType", "EDPMaxParallelism", "EDPMinParallelism", "ElasticStrategy",
                 "EnableAIMaster", "EnableEDP", "EnableElasticTraining", "EnablePsJobElasticPS",
                 "EnablePsJobElasticWorker", "EnablePsResourceEstimate", "MaxParallelism", "MinParallelism",
-                "PSMaxParallelism", "PSMinParallelism")
+                "PSMaxParallelism", "PSMinParallelism",
+                "ResizeInPlace")  # OpenDLC's own: workers re-form their group instead of restarting
 # Every key CreateJob reads (apikit.params.unsupported's shape); any other key that asks for
 # something is refused by name, so nothing is accepted and ignored. tests/api/test_sdk_fields.py
 # walks the SDK's CreateJobRequest against it.
@@ -347,6 +348,7 @@ FIELD_NAMES = {
     "elastic_spec.EnableElasticTraining": "ElasticSpec.EnableElasticTraining",
     "elastic_spec.MinParallelism": "ElasticSpec.MinParallelism",
     "elastic_spec.MaxParallelism": "ElasticSpec.MaxParallelism",
+    "elastic_spec.ResizeInPlace": "ElasticSpec.ResizeInPlace",
 }
 ROLE_FIELD_NAMES = {
     "role": "Type", "pod_count": "PodCount", "instance_type": "EcsSpec", "image": "Image", "image_config": "ImageConfig",

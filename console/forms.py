@@ -118,6 +118,11 @@ class JobForm(forms.Form):
         help_text="The job starts once this many of its Nodes fit, grows to all of them while idle resources are "
                   "free, and when they are reclaimed shrinks back toward this instead of being preempted whole.",
     )
+    elastic_in_place = forms.BooleanField(
+        label="Resize in Place", required=False,
+        help_text="For training loops that use easyckpt.ElasticGroup: the workers that stay re-form their group "
+                  "instead of restarting, so a resize costs only the new workers' start-up.",
+    )
     # Datasets and code (registered in the workspace; mounted where each says)
     datasets = forms.ModelMultipleChoiceField(
         label="Datasets", queryset=Dataset.objects.none(), required=False,

@@ -12,6 +12,10 @@ platform -> agent (Celery tasks, one argument: a list of dicts, routed by name):
                      the code source into its mount_path before the command runs.
   "agent.stop_pods"  [{pod_id, reason ('Preempted'|'Stopped'|'SpotReleased'|'MaxRunningTime'|
                       'Restart'|'NodeDrained'|'Shrunk'|'Resize'), grace_s}, ...]
+  "agent.resize_pods" [{pod_id, generation, rank, world_size, master_addr, master_port}, ...]
+                     An elastic job resized in place (jobs/elastic.py): the agent writes each running
+                     pod's new membership, as JSON of these keys but pod_id, to the file its
+                     OPENDLC_MEMBERSHIP_FILE names (atomically); easyckpt.ElasticGroup reads it.
 Queue: `agent.<node name>` for a node of a real agent (containers or processes); `agent.simulated` for every simulated node (one
 simulated agent serves them all, KWOK-like). One `Message` is one pod; `send` puts consecutive
 messages of one kind for one queue into one task (at most MAX_BATCH pods), in order, so a cycle
@@ -43,11 +47,12 @@ from functools import partial
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from dbkit import bulk
 from jobs import agents
-from jobs.models import Job, JobSpec, Pod, PodEvent
+from jobs.models import Job, JobEvent, JobSpec, Pod, PodEvent
 from jobs.states import PodStatus
 from quotas.models import Executor, Node, NodeStatus
 
@@ -55,6 +60,7 @@ log = logging.getLogger(__name__)
 
 START_POD = "agent.start_pods"
 STOP_POD = "agent.stop_pods"
+RESIZE_POD = "agent.resize_pods"
 MAX_BATCH = 500
 SIMULATED_QUEUE = "agent.simulated"
 
@@ -72,6 +78,7 @@ STOP_REASONS = (PREEMPTED, STOPPED, SPOT_RELEASED, MAX_RUNNING_TIME, RESTART, NO
 # a Shrunk pod's job is only resized: jobs/elastic.py).
 EVICTING_REASONS = (PREEMPTED, SPOT_RELEASED, NODE_DRAINED, SHRUNK)
 RESIZING = (SHRUNK, RESIZE)
+RESIZED = "ElasticResize"  # the job event of each resize (jobs/elastic.py); their count is its generation
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,12 @@ def master_port(job_id: str) -> int:
 
 def checkpoint_dir(job_id: str) -> str:
     return f"{settings.OPENDLC_POD_ROOT}/{job_id}/checkpoints"
+
+
+def membership_file(job_id: str, pod_id: str) -> str:
+    """Where the agent writes an in-place resize for the pod: under the checkpoint directory, which
+    every runtime shares with the pod (a container mounts it at the same path)."""
+    return f"{checkpoint_dir(job_id)}/.membership/{pod_id}.json"
 
 
 def start_messages(job: Job) -> list[Message]:
@@ -117,21 +130,61 @@ class BoundPod:
     executor: str
 
 
+BOUND_POD_FIELDS = ("pod_id", "role", "index", "incarnation", "gpu_indices", "cpu_m", "mem_mib", "gpu",
+                    "node__name", "node__hostname", "node__executor")
+
+
 def start_messages_for(jobs: list[Job]) -> list[Message]:
-    """start_messages of many jobs, in three queries whatever their number."""
+    """start_messages of many jobs, in three queries whatever their number (four when one of them
+    resizes in place: their generations)."""
     by_pk = {j.pk: j for j in jobs}
+    roles = _roles(by_pk)
+    pods: dict[int, list[BoundPod]] = {pk: [] for pk in by_pk}
+    for job_id, *fields in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).values_list(
+            "job_id", *BOUND_POD_FIELDS):
+        pods[job_id].append(BoundPod(*fields))
+    in_place = generations([j for j in jobs if j.resizes_in_place])
+    messages = []
+    for pk, job in by_pk.items():
+        messages += gang_start(job, pods[pk], roles[pk], in_place.get(pk, 0))
+    return messages
+
+
+def _roles(by_pk: dict[int, Job]) -> dict[int, list[RoleRun]]:
     roles: dict[int, list[RoleRun]] = {pk: [] for pk in by_pk}
     for job_id, *fields in JobSpec.objects.filter(job_id__in=by_pk).order_by("pk").values_list(
             "job_id", "role", "command", "image", "image_config"):
         roles[job_id].append(RoleRun(*fields))
-    pods: dict[int, list[BoundPod]] = {pk: [] for pk in by_pk}
-    for job_id, *fields in Pod.objects.filter(job_id__in=by_pk, current=True, node__isnull=False).values_list(
-            "job_id", "pod_id", "role", "index", "incarnation", "gpu_indices", "cpu_m", "mem_mib", "gpu",
-            "node__name", "node__hostname", "node__executor"):
-        pods[job_id].append(BoundPod(*fields))
+    return roles
+
+
+def generations(jobs: list[Job]) -> dict[int, int]:
+    """Each job's membership generation (pk -> n; absent: 0): how many times it was resized."""
+    if not jobs:
+        return {}
+    return dict(JobEvent.objects.filter(job__in=jobs, reason=RESIZED).values("job_id").annotate(
+        n=Count("id")).values_list("job_id", "n"))
+
+
+def resize_in_place(job: Job, generation: int, new: set[int]) -> list[Message]:
+    """An in-place resize of an elastic job to its live bound workers (not the ones stopping): the
+    new ones (pks in `new`) start at the new world, the running ones are told their new rank and
+    world (RESIZE_POD) and keep running. Rank 0 must stay where it is (jobs/elastic.py checks)."""
+    rows = list(Pod.objects.filter(job=job, current=True, node__isnull=False, terminating=False).values_list(
+        "pk", *BOUND_POD_FIELDS))
+    pods, new_ids = [BoundPod(*fields) for _, *fields in rows], {row[1] for row in rows if row[0] in new}
+    roles = _roles({job.pk: job})[job.pk]
+    ranked, master = _ranked(pods, roles)
+    by_role = {r.role: r for r in roles}
     messages = []
-    for pk, job in by_pk.items():
-        messages += gang_start(job, pods[pk], roles[pk])
+    for rank, pod in enumerate(ranked):
+        if pod.pod_id in new_ids:
+            payload = start_payload(job, pod, rank, len(ranked), master, by_role.get(pod.role, NO_ROLE), generation)
+            messages.append(Message(START_POD, payload, _queue(pod.executor, pod.node)))
+        else:
+            messages.append(Message(RESIZE_POD, {
+                "pod_id": pod.pod_id, "generation": generation, "rank": rank, "world_size": len(ranked),
+                "master_addr": master, "master_port": master_port(job.job_id)}, _queue(pod.executor, pod.node)))
     return messages
 
 
@@ -148,37 +201,43 @@ class RoleRun:
 NO_ROLE = RoleRun("", "", "", {})
 
 
-def gang_start(job: Job, pods: list[BoundPod], roles: list[RoleRun]) -> list[Message]:
-    """The start messages of a job's bound current pods (all of them), given its roles in order:
-    ranks follow the roles' order, then the pods' index."""
-    order = {r.role: n for n, r in enumerate(roles)}
-    pods = sorted(pods, key=lambda p: (order.get(p.role, len(order)), p.index))
-    if not pods:
-        return []
+def gang_start(job: Job, pods: list[BoundPod], roles: list[RoleRun], generation: int = 0) -> list[Message]:
+    """The start messages of a job's bound current pods (all of them), given its roles in order."""
+    pods, master = _ranked(pods, roles)
     by_role = {r.role: r for r in roles}
-    master = pods[0].hostname or "127.0.0.1"
     return [
-        Message(START_POD, start_payload(job, pod, rank, len(pods), master, by_role.get(pod.role, NO_ROLE)),
+        Message(START_POD, start_payload(job, pod, rank, len(pods), master, by_role.get(pod.role, NO_ROLE),
+                                         generation),
                 _queue(pod.executor, pod.node))
         for rank, pod in enumerate(pods)
     ]
 
 
-def start_payload(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str, role: RoleRun) -> dict:
+def _ranked(pods: list[BoundPod], roles: list[RoleRun]) -> tuple[list[BoundPod], str]:
+    """The pods in rank order (the roles' order, then the pods' index) and the master's address
+    (rank 0's host)."""
+    order = {r.role: n for n, r in enumerate(roles)}
+    pods = sorted(pods, key=lambda p: (order.get(p.role, len(order)), p.index))
+    return pods, (pods[0].hostname or "127.0.0.1") if pods else ""
+
+
+def start_payload(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str, role: RoleRun,
+                  generation: int = 0) -> dict:
     return {
         "pod_id": pod.pod_id, "job_id": job.job_id, "node": pod.node, "role": pod.role,
         "index": pod.index, "incarnation": pod.incarnation,
         "command": role.command or job.user_command,
         "image": role.image, "image_config": role.image_config or {},
         "resources": {"cpu_m": pod.cpu_m, "mem_mib": pod.mem_mib, "gpu": pod.gpu},
-        "env": pod_env(job, pod, rank, world_size, master_addr),
+        "env": pod_env(job, pod, rank, world_size, master_addr, generation),
         "grace_s": job.termination_grace_s, "executor": pod.executor,
         "max_running_time_s": job.max_running_time_minutes * 60 if job.max_running_time_minutes else None,
         "data_sources": list(job.data_sources or []), "code_source": job.code_source,
     }
 
 
-def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str) -> dict[str, str]:
+def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: str,
+            generation: int = 0) -> dict[str, str]:
     gpus = ",".join(str(g) for g in pod.gpu_indices)
     # The platform's variables win over the job's envs of the same name.
     return {
@@ -195,12 +254,15 @@ def pod_env(job: Job, pod: BoundPod, rank: int, world_size: int, master_addr: st
         "OPENDLC_JOB_ID": job.job_id, "OPENDLC_POD_ID": pod.pod_id,
         "OPENDLC_CKPT_DIR": checkpoint_dir(job.job_id),
         **elastic_env(job, world_size, master_addr),
+        **({"OPENDLC_ELASTIC_GENERATION": str(generation),
+            "OPENDLC_MEMBERSHIP_FILE": membership_file(job.job_id, pod.pod_id)} if job.resizes_in_place else {}),
     }
 
 
 def elastic_env(job: Job, world_size: int, master_addr: str) -> dict[str, str]:
     """An elastic job's workers see torchrun's rendezvous settings (a c10d rendezvous at the first
-    worker) and the job's range (OPENDLC_ELASTIC_MIN/MAX); WORLD_SIZE and RANK are this start's."""
+    worker) and the job's range (OPENDLC_ELASTIC_MIN/MAX); WORLD_SIZE and RANK are this start's.
+    A job resized in place also gets its generation and membership file (pod_env)."""
     found = job.elastic_range
     if found is None:
         return {}

@@ -13,6 +13,14 @@ restart is counted against Maximum Job Restarts.
 
 The job keeps its MaxParallelism pods as rows from the start: those not bound are current,
 Pending and unbound, the pods a growth binds.
+
+In place (ElasticSpec ResizeInPlace, OpenDLC's own key): restarting costs every worker its whole
+start-up at each resize, so a job whose training loop uses easyckpt.ElasticGroup keeps the
+workers that stay. They are told the new generation, rank and world (dispatch.RESIZE_POD; the
+agent writes it to the pod's membership file) and re-form their process group when the new
+workers have joined; the workers a growth bound start at once at that generation; the ones a
+shrink took just stop. Rank 0 hosts the group's store, so a resize is in place only when every
+worker it keeps is running and rank 0 stays the same pod; else it restarts as above.
 """
 
 from __future__ import annotations
@@ -21,10 +29,10 @@ from datetime import datetime
 
 from jobs import dispatch
 from jobs.aimaster import next_incarnation
-from jobs.models import Job, JobEvent, Pod
+from jobs.models import Job, JobEvent, Pod, PodEvent
 from jobs.states import LIVE_STATUSES, JobStatus, PodStatus
 
-RESIZED = "ElasticResize"  # the job event of each resize
+RESIZED = dispatch.RESIZED
 ACTIVE = (JobStatus.ENV_PREPARING, JobStatus.RUNNING)  # the states in which a job is resized
 
 
@@ -39,9 +47,36 @@ def begin_resize(job: Job, message: str, now: datetime, new=()) -> list[dispatch
     job's row, after any Shrunk stops."""
     JobEvent.objects.create(job=job, at=now, reason=RESIZED, message=message)
     kept = dispatch.live_pods(job).filter(current=True, terminating=False).exclude(pk__in=new)
+    if job.resizes_in_place and _rank_zero_stays(job, kept, new):
+        return _in_place(job, message, now, set(new))
     messages = dispatch.stop_pods(kept, dispatch.RESIZE, message, job.termination_grace_s, event="Resizing")
     if not messages and not resizing(job):  # nothing was running: start at the new size at once
         messages = dispatch.start_messages(job)
+    return messages
+
+
+def _rank_zero_stays(job: Job, kept, new) -> bool:
+    """Whether every worker the resize keeps is running and the first of them by index (rank 0 of
+    the new world) is the first of the old world too, whose process hosts the group's store. An
+    elastic job has one role, so ranks follow the index."""
+    kept = list(kept.values_list("index", "status"))
+    if not kept or any(status != PodStatus.RUNNING for _, status in kept):
+        return False
+    first = min(index for index, _ in kept)
+    old = dispatch.live_pods(job).filter(current=True).exclude(pk__in=new).values_list("index", flat=True)
+    added = Pod.objects.filter(pk__in=new).values_list("index", flat=True)
+    return first == min(old) and all(index > first for index in added)
+
+
+def _in_place(job: Job, message: str, now: datetime, new: set[int]) -> list[dispatch.Message]:
+    generation = dispatch.generations([job])[job.pk]  # this resize's event is counted
+    messages = dispatch.resize_in_place(job, generation, new)
+    told = {m.payload["pod_id"]: m.payload for m in messages if m.task == dispatch.RESIZE_POD}
+    PodEvent.objects.bulk_create(
+        PodEvent(pod=pod, at=now, reason="Resized",
+                 message=f"Rank {told[pod.pod_id]['rank']} of {told[pod.pod_id]['world_size']} workers, in place "
+                         f"(generation {generation}): {message}")
+        for pod in Pod.objects.filter(job=job, pod_id__in=told))
     return messages
 
 
@@ -64,7 +99,8 @@ def after_pod_ended(job: Job, pod: Pod, at: datetime) -> None:
     if pod.reason_code == dispatch.RESIZE:
         bound = {"node_id": pod.node_id, "gpu_indices": list(pod.gpu_indices), "kind": pod.kind, "bound_at": at}
     next_incarnation(pod, job_id=job.job_id, now=at, **bound).save(force_insert=True)
-    if not resizing(job):
+    # A job resized in place still runs its kept workers: nothing waits to start.
+    if not resizing(job) and not job.pods.filter(current=True, status=PodStatus.RUNNING).exists():
         dispatch.send_on_commit(dispatch.start_messages(job))
 
 

@@ -196,6 +196,12 @@ class Job(models.Model):
         return elastic_range(self.elastic_spec)
 
     @property
+    def resizes_in_place(self) -> bool:
+        """Whether its workers re-form their group when resized, instead of restarting (ElasticSpec
+        ResizeInPlace, OpenDLC's own key; jobs/elastic.py)."""
+        return self.elastic_range is not None and self.elastic_spec.get("ResizeInPlace") is True
+
+    @property
     def payment_type(self) -> str:
         """The billing tag `acs:pai:dlc:payType`: spot, postpaid (public pool) or prepaid (quota)."""
         return {Source.SPOT: "spot", Source.PUBLIC: "postpaid"}.get(self.source, "prepaid")

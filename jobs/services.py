@@ -441,6 +441,8 @@ class _Validation:
             self.error("elastic_spec", "must be an object")
         elif req.elastic_spec.get("EnableElasticTraining"):
             self._elastic()
+        elif req.elastic_spec.get("ResizeInPlace"):
+            self.error("elastic_spec.ResizeInPlace", "applies to elastic training only (EnableElasticTraining true)")
 
     def _elastic(self) -> None:
         """An elastic job (jobs/elastic.py) has one role, its workers, on a Resource Quota; the
@@ -455,6 +457,8 @@ class _Validation:
         if not _int_between(high, low, PODS_MAX):
             return self.error("elastic_spec.MaxParallelism", f"must be an integer from MinParallelism ({low}) to "
                                                              f"{PODS_MAX} for elastic training, got {high!r}")
+        if not isinstance(spec.get("ResizeInPlace", False), bool):
+            return self.error("elastic_spec.ResizeInPlace", f"must be true or false, got {spec['ResizeInPlace']!r}")
         if req.source != Source.QUOTA:
             return self.error("elastic_spec.EnableElasticTraining", "elastic training runs on a Resource Quota "
                                                                     f"(source 'quota'), not {req.source!r}")

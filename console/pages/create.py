@@ -97,6 +97,7 @@ def clone_initial(job):
         "ft_enabled": job.ft_enabled, **fault_tolerance_initial(job),
         "elastic_enabled": job.elastic_range is not None,
         "elastic_min": job.elastic_range[0] if job.elastic_range else 1,
+        "elastic_in_place": job.resizes_in_place,
         "datasets": [d["data_source_id"] for d in job.data_sources or []],
         "code_source": job.code_source["code_source_id"] if job.code_source else None,
     }
@@ -184,7 +185,8 @@ def elastic_spec(data: dict, roles: list[RoleRequest]) -> dict:
     if not data["elastic_enabled"]:
         return {}
     return {"EnableElasticTraining": True, "MinParallelism": data["elastic_min"],
-            "MaxParallelism": roles[0].pod_count if roles else None}
+            "MaxParallelism": roles[0].pod_count if roles else None,
+            **({"ResizeInPlace": True} if data.get("elastic_in_place") else {})}
 
 
 def role_request(role_form, job: dict) -> RoleRequest:
@@ -205,7 +207,7 @@ JOB_FIELDS = {
     "quota_id": "quota", "ft_hang_interval_s": "ft_hang_interval_minutes", "custom_envs": "hidden_envs",
     "elastic_spec.EnableElasticTraining": "elastic_enabled", "elastic_spec.MinParallelism": "elastic_min",
     # Its MaxParallelism is the role's Nodes, which the form cannot set below the minimum on its own.
-    "elastic_spec.MaxParallelism": "elastic_min",
+    "elastic_spec.MaxParallelism": "elastic_min", "elastic_spec.ResizeInPlace": "elastic_in_place",
     **{f"user_vpc.{k}": f for k, f in VPC_FIELDS.items()},
 }
 ROLE_FIELDS = {

@@ -1,5 +1,6 @@
 """The process executor runs real `bash -c` pods in their own process groups."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -40,6 +41,22 @@ def test_it_gives_each_job_a_stable_checkpoint_directory_unless_the_platform_nam
     executor.start(pod("p-ckpt", 'echo "ckpt=$OPENDLC_CKPT_DIR"'))
     ended(recorder, "p-ckpt")
     assert f"ckpt={tmp_path / 'pods' / 'job-1' / 'checkpoints'}" in recorder.log_text("p-ckpt")
+
+
+def test_a_resize_in_place_reaches_the_running_pod_through_its_membership_file(executor, recorder, tmp_path):
+    membership = tmp_path / "pods" / "job-1" / "checkpoints" / ".membership" / "p-grow.json"
+    # The pod waits for its file and prints it: the agent wrote it whole while the pod ran.
+    executor.start(pod("p-grow", 'until [ -s "$OPENDLC_MEMBERSHIP_FILE" ]; do sleep 0.05; done; '
+                                 'cat "$OPENDLC_MEMBERSHIP_FILE"', env={"OPENDLC_MEMBERSHIP_FILE": str(membership)}))
+    wait_for(lambda: "p-grow" in executor.pods)
+    executor.resize({"pod_id": "p-grow", "generation": 3, "rank": 1, "world_size": 4, "master_addr": "10.0.0.1",
+                     "master_port": 23456})
+    assert ended(recorder, "p-grow")["status"] == "Succeeded"
+    assert json.loads(recorder.log_text("p-grow")) == {"generation": 3, "rank": 1, "world_size": 4,
+                                                       "master_addr": "10.0.0.1", "master_port": 23456}
+    executor.resize({"pod_id": "p-grow", "generation": 4, "rank": 0, "world_size": 1, "master_addr": "x",
+                     "master_port": 1})  # it ended: nothing is written
+    assert json.loads(membership.read_text())["generation"] == 3
 
 
 def test_it_reports_the_exit_code_of_a_failing_command(executor, recorder):

@@ -317,3 +317,12 @@ def test_turning_on_elastic_training_shows_its_minimum_and_clone_keeps_it(alice_
     html = alice_client.get(f"/jobs/create/?clone={job.job_id}").content.decode()
     assert re.search(r'name="elastic_enabled"[^>]*checked', html)
     assert re.search(r'name="elastic_min" value="1"', html) and "Minimum Workers" in html
+
+
+def test_resize_in_place_is_sent_in_the_elastic_spec_and_clone_keeps_it(alice_client):
+    alice_client.post("/jobs/create/", form_data(**{"elastic_enabled": "on", "elastic_min": "1",
+                                                    "elastic_in_place": "on", "roles-0-pod_count": "2"}))
+    job = Job.objects.get(display_name="bert-pretrain")
+    assert job.elastic_spec["ResizeInPlace"] is True and job.resizes_in_place
+    html = alice_client.get(f"/jobs/create/?clone={job.job_id}").content.decode()
+    assert re.search(r'name="elastic_in_place"[^>]*checked', html) and "Resize in Place" in html

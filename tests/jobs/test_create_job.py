@@ -33,6 +33,10 @@ def spot_worker(**kw):
 
 BAD_INPUTS = [
     ("priority", dict(priority=0), "1 to 9"),
+    ("elastic_spec.ResizeInPlace", dict(pods=2, elastic_spec={"EnableElasticTraining": True, "MinParallelism": 1,
+                                                              "MaxParallelism": 2, "ResizeInPlace": "yes"}),
+     "must be true or false, got 'yes'"),
+    ("elastic_spec.ResizeInPlace", dict(elastic_spec={"ResizeInPlace": True}), "applies to elastic training only"),
     ("priority", dict(priority=10), "1 to 9"),
     ("display_name", dict(display_name="  "), "required"),
     ("user_command", dict(user_command=""), "required"),

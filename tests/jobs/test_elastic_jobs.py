@@ -46,6 +46,7 @@ def test_an_elastic_job_starts_at_its_widest_with_torchrun_s_elastic_environment
     envs = list(starts(sent, job).values())
     assert [(e["RANK"], e["WORLD_SIZE"], e["PET_NNODES"]) for e in envs] == [("0", "2", "2:2"), ("1", "2", "2:2")]
     assert envs[1]["PET_RDZV_ENDPOINT"] == f"{envs[0]['MASTER_ADDR']}:{envs[0]['MASTER_PORT']}"
+    assert "OPENDLC_MEMBERSHIP_FILE" not in envs[0]  # it restarts when resized: nothing to tell it
     assert Job.objects.get(pk=job.pk).status == "Running"
 
 
@@ -132,3 +133,78 @@ def test_a_job_that_is_not_elastic_shows_no_workers_range(bob, cycle):
 
     body = job_detail(create_job(bob, make_request(pods=1)))
     assert (body["ElasticWorkers"], body["ElasticResizes"]) == (None, None)
+
+
+# -- in place (ElasticSpec ResizeInPlace) ---------------------------------------------------------
+
+IN_PLACE = {**ELASTIC, "ResizeInPlace": True}
+
+
+def resizes(sent):
+    return sorted((m.payload["pod_id"], m.payload["generation"], m.payload["rank"], m.payload["world_size"])
+                  for m in sent if m.task == "agent.resize_pods")
+
+
+def running_in_place(bob, cycle, reports, sent):
+    create_job(bob, make_request(pods=2))
+    cycle()
+    job = create_job(bob, make_request(pods=2, oversold_type="ForceQuotaOverSold", elastic_spec=IN_PLACE))
+    sent.clear()
+    cycle()
+    reports(*[report(p, "Running") for p in current(job)])
+    return job
+
+
+def test_a_job_resized_in_place_starts_with_its_generation_and_membership_file(bob, cycle, reports, sent):
+    job = running_in_place(bob, cycle, reports, sent)
+    envs = starts(sent, job)
+    assert {e["OPENDLC_ELASTIC_GENERATION"] for e in envs.values()} == {"0"}
+    assert all(e["OPENDLC_MEMBERSHIP_FILE"].endswith(f"/{job.job_id}/checkpoints/.membership/{pod_id}.json")
+               for pod_id, e in envs.items())
+
+
+def test_a_reclaim_shrinks_a_job_in_place_its_kept_worker_keeps_running(alice, bob, cycle, reports, sent):
+    job = running_in_place(bob, cycle, reports, sent)
+    reclaim_one_node(alice, cycle, sent)
+    first, second = current(job)
+    assert stops(sent) == [(second.pod_id, "Shrunk")]  # the kept worker is not stopped
+    assert resizes(sent) == [(first.pod_id, 1, 0, 1)]
+    assert first.events.filter(reason="Resized").get().message.startswith("Rank 0 of 1 workers, in place (generation 1)")
+
+    sent.clear()
+    reports(report(second, "Failed", exit_code=143, reason="Shrunk"))
+    assert starts(sent, job) == {}  # nothing restarts
+    job.refresh_from_db()
+    kept = Pod.objects.get(pk=first.pk)
+    assert (job.status, job.restart_count, kept.status, kept.current) == ("Running", 0, "Running", True)
+
+
+def test_a_job_grows_in_place_only_its_new_worker_starts(alice, bob, cycle, reports, sent):
+    job = running_in_place(bob, cycle, reports, sent)
+    lender = reclaim_one_node(alice, cycle, sent)
+    first, second = current(job)
+    reports(report(second, "Failed", exit_code=143, reason="Shrunk"))
+    cycle()
+    (lender_pod,) = lender.pods.all()
+    reports(report(lender_pod, "Running"))
+    reports(report(lender_pod, "Succeeded", exit_code=0))
+    sent.clear()
+    cycle()
+
+    kept, grown = current(job)
+    assert kept.pk == first.pk and grown.node_id is not None and stops(sent) == []
+    (env,) = starts(sent, job).values()
+    assert (env["RANK"], env["WORLD_SIZE"], env["OPENDLC_ELASTIC_GENERATION"]) == ("1", "2", "2")
+    assert resizes(sent) == [(first.pod_id, 2, 0, 2)]
+    assert Job.objects.get(pk=job.pk).restart_count == 0
+
+
+def test_a_resize_restarts_the_workers_when_one_it_keeps_is_not_running_yet(alice, bob, cycle, reports, sent):
+    create_job(bob, make_request(pods=2))
+    cycle()
+    job = create_job(bob, make_request(pods=2, oversold_type="ForceQuotaOverSold", elastic_spec=IN_PLACE))
+    cycle()
+    first, second = current(job)
+    reports(report(second, "Running"))  # the first has not started yet: it cannot be told anything
+    reclaim_one_node(alice, cycle, sent)
+    assert stops(sent) == [(first.pod_id, "Resize"), (second.pod_id, "Shrunk")] and resizes(sent) == []

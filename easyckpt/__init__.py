@@ -13,14 +13,17 @@
 
 An elastic job resumes at another world size when its state is data-parallel replicas (the
 default, layout="replicated"); layout="sharded" keeps one directory per rank and refuses another
-world size with WorldSizeMismatch (easyckpt/world.py).
+world size with WorldSizeMismatch (easyckpt/world.py). An elastic job that asks to be resized in
+place keeps its processes: easyckpt.ElasticGroup re-forms their torch.distributed group
+(easyckpt/elastic.py).
 
 Pure Python; PyTorch is used only when the state holds tensors. Never imports Django or Celery.
 """
 
 from easyckpt.checkpointer import Checkpointer, CheckpointWriteError
+from easyckpt.elastic import ElasticGroup, Membership
 from easyckpt.progress import read_progress, report_progress
 from easyckpt.world import WorldSizeMismatch
 
-__all__ = ["Checkpointer", "CheckpointWriteError", "WorldSizeMismatch", "read_progress",
-           "report_progress"]
+__all__ = ["Checkpointer", "CheckpointWriteError", "ElasticGroup", "Membership", "WorldSizeMismatch",
+           "read_progress", "report_progress"]

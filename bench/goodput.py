@@ -5,11 +5,13 @@ Run by hand:  python bench/goodput.py [--nodes 4] [--seconds 300] [--seed 7] [--
 
 One root quota, two children: the lender owns --nodes nodes of one GPU each, run by real process
 agents (`manage.py agent --node ... --runtime process`), the borrower none. A borrower job of one
-worker per node borrows all of them: first an elastic job (ElasticSpec MinParallelism 1,
-MaxParallelism --nodes), then, on the same seeded schedule, a gang of as many workers with fault
-tolerance (AIMaster re-queues it after each preemption). Each worker is a real training process:
-a small CPU PyTorch model stepping at a fixed pace, rank 0 saving an EasyCkpt checkpoint every
---ckpt-every steps and flushing one on SIGTERM. Meanwhile the lender submits one-node jobs at
+worker per node borrows all of them, one after the other on the same seeded schedule
+(--borrowers): an elastic job resized in place ("in place": ElasticSpec MinParallelism 1,
+MaxParallelism --nodes, ResizeInPlace), the same restarted at each resize ("elastic"), and a
+gang of as many workers with fault tolerance ("gang": AIMaster re-queues it after each
+preemption). Each worker is a real training process: a small CPU PyTorch model whose gradients
+are averaged over the workers (gloo, easyckpt.ElasticGroup), stepping at a fixed pace, rank 0
+saving an EasyCkpt checkpoint every --ckpt-every steps and flushing one on SIGTERM. Meanwhile the lender submits one-node jobs at
 seeded times (`sleep` processes), which reclaim a node each, and the borrower gets it back when
 they end. After --seconds the borrower is stopped.
 
@@ -46,49 +48,81 @@ except ImportError:  # run as a script
     import harness
 
 EVENTS = "goodput-events.jsonl"  # rank 0's log of its starts and stops, beside the checkpoints
+# The borrowers, each run on the same schedule: elastic resized in place, elastic restarted at each
+# resize, and a gang of fault-tolerant workers re-queued after each preemption.
+KINDS = ("in place", "elastic", "gang")
 
 
 # ---- the training process --------------------------------------------------------------------
 
 
 def worker(step_s: float, ckpt_every: int, ckpt_dir: str | None = None) -> int:
-    """A data-parallel worker: rank 0 owns the checkpoint (the state is the same on every rank)."""
+    """A data-parallel worker: gradients averaged over the group each step (gloo), rank 0 owns the
+    checkpoint (the state is the same on every rank). An in-place job's group re-forms at each
+    resize (easyckpt.ElasticGroup); otherwise a lost peer ends the worker, rank 0 checkpointing first."""
     import torch
+    import torch.distributed as dist
 
     import easyckpt
 
-    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
-    ckpt = easyckpt.Checkpointer(ckpt_dir, keep=2, world_size=world, rank=rank)
+    group = easyckpt.ElasticGroup(timeout_s=60)
+    rank = group.rank  # rank 0 stays the same process in every generation of an in-place job
+    ckpt = easyckpt.Checkpointer(ckpt_dir, keep=2, world_size=group.world_size, rank=rank)
     torch.manual_seed(0)
     model = torch.nn.Linear(32, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    latest = ckpt.load_latest()
+    latest = ckpt.load_latest() if rank == 0 else None
     step, samples = 0, 0
     if latest:
         step, state = latest
         samples = state["samples"]
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+    group.sync(model, optimizer)
     current = {"step": step, "samples": samples}
+    current.update(group.broadcast_object(current))
 
     def snapshot():
         return current["step"], {"samples": current["samples"], "model": model.state_dict(),
                                  "optimizer": optimizer.state_dict()}
 
+    def regrouped():
+        if rank == 0:
+            _event(log, "stop", current["step"], world)
+        group.sync(model, optimizer)
+        current.update(group.broadcast_object(current))
+        return current["step"]
+
     if rank == 0:
         ckpt.install_sigterm_handler(snapshot)
     log = ckpt.base_dir / EVENTS
+    world, began = group.world_size, current["step"]
     try:
         while True:
             started = time.monotonic()
+            if group.poll():
+                began = regrouped()
+            world = group.world_size
+            torch.manual_seed(current["step"] * 1000 + group.rank)  # each rank its own batch
             x = torch.rand(64, 32)
             loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
             optimizer.zero_grad()
             loss.backward()
+            try:
+                for p in model.parameters():
+                    dist.all_reduce(p.grad)
+                    p.grad /= world
+            except RuntimeError as error:  # a peer left: the next generation, or the end
+                if rank == 0:
+                    ckpt.save(*snapshot())
+                    ckpt.wait()
+                group.recover(error)
+                began = regrouped()
+                continue
             optimizer.step()
             current["step"], current["samples"] = current["step"] + 1, current["samples"] + world
-            if current["step"] == step + 1 and rank == 0:
-                _event(log, "start", current["step"] - 1, world)  # the first step is done: resumed
+            if current["step"] == began + 1 and rank == 0:
+                _event(log, "start", began, world)  # the first step is done: resumed
             if rank == 0 and current["step"] % ckpt_every == 0:
                 ckpt.save(*snapshot())
             time.sleep(max(0.0, step_s - (time.monotonic() - started)))  # the pace of a real step
@@ -106,7 +140,8 @@ def _event(path: Path, kind: str, step: int, world: int) -> None:
 
 
 def run(services: harness.Services, *, nodes: int = 4, seconds: float = 300, seed: int = 7, ckpt_every: int = 20,
-        step_s: float = 0.1, lender_every_s: float = 45, lender_run_s: tuple = (15, 40), grace_s: int = 10) -> dict:
+        step_s: float = 0.1, lender_every_s: float = 45, lender_run_s: tuple = (15, 40), grace_s: int = 10,
+        borrowers: tuple = KINDS) -> dict:
     from django.conf import settings
 
     pod_root = services.var / "pods"
@@ -127,8 +162,8 @@ def run(services: harness.Services, *, nodes: int = 4, seconds: float = 300, see
     out = {"rate": rate, "nodes": nodes, "seconds": seconds, "ckpt_every": ckpt_every, "step_s": step_s,
            "schedule": schedule, "borrowers": []}
     try:
-        for elastic in (True, False):
-            out["borrowers"].append(_phase(services, cluster, elastic, schedule, seconds, step_s, ckpt_every,
+        for kind in borrowers:
+            out["borrowers"].append(_phase(services, cluster, kind, schedule, seconds, step_s, ckpt_every,
                                            grace_s, pod_root))
     finally:
         _stop_everything(services, cluster)
@@ -140,7 +175,8 @@ def _rate_alone(where: Path, step_s: float, ckpt_every: int, seconds: float = 8.
     import subprocess
 
     where.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WORLD_SIZE": "1", "RANK": "0", "PYTHONPATH": str(harness.REPO)}
+    env = {**os.environ, "WORLD_SIZE": "1", "RANK": "0", "PYTHONPATH": str(harness.REPO),
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     proc = subprocess.Popen([sys.executable, __file__, "worker", str(step_s), str(ckpt_every), str(where / "ckpt")],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = where / "ckpt" / EVENTS
@@ -153,6 +189,14 @@ def _rate_alone(where: Path, step_s: float, ckpt_every: int, seconds: float = 8.
     proc.wait(timeout=60)
     stops = [e for e in _events(log) if e["event"] == "stop"]
     return (stops[-1]["step"] - 1) / (stops[-1]["time"] - began) if stops else 1 / step_s
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _cluster(nodes: int) -> dict:
@@ -178,14 +222,17 @@ def _lender_schedule(seed: int, seconds: float, every_s: float, run_s: tuple) ->
     return out
 
 
-def _submit_borrower(cluster: dict, elastic: bool, step_s: float, ckpt_every: int, grace_s: int):
+def _submit_borrower(cluster: dict, kind: str, step_s: float, ckpt_every: int, grace_s: int):
     from jobs.services import JobRequest, RoleRequest, create_job
 
     team, pods = cluster["team"], len(cluster["nodes"])
     command = f"{sys.executable} {Path(__file__).resolve()} worker {step_s} {ckpt_every}"
+    elastic = kind != "gang"
     spec = {"EnableElasticTraining": True, "MinParallelism": 1, "MaxParallelism": pods} if elastic else {}
+    if kind == "in place":
+        spec["ResizeInPlace"] = True
     return create_job(team.user, JobRequest(
-        display_name="elastic borrower" if elastic else "gang borrower", user_command=command,
+        display_name=f"{kind} borrower", user_command=command,
         quota_id=cluster["borrower"].quota_id, oversold_type="ForceQuotaOverSold", termination_grace_s=grace_s,
         envs={"PYTHONPATH": str(harness.REPO)}, elastic_spec=spec,
         # The gang is re-queued after each preemption, as a preempted training job with AIMaster is.
@@ -201,11 +248,11 @@ def _submit_lender(cluster: dict, duration: float):
         roles=[RoleRequest(pod_count=1, instance_type=cluster["spec"].instance_type, image="process")]))
 
 
-def _phase(services, cluster, elastic, schedule, seconds, step_s, ckpt_every, grace_s, pod_root) -> dict:
+def _phase(services, cluster, kind, schedule, seconds, step_s, ckpt_every, grace_s, pod_root) -> dict:
     from jobs.models import Job
     from jobs.services import stop_job
 
-    job = _submit_borrower(cluster, elastic, step_s, ckpt_every, grace_s)
+    job = _submit_borrower(cluster, kind, step_s, ckpt_every, grace_s)
     services.wait(lambda: Job.objects.filter(pk=job.pk, status="Running").exists(), "the borrower to run",
                   timeout=180, interval=0.2)
     began, lenders, pending = time.monotonic(), [], list(schedule)
@@ -222,10 +269,10 @@ def _phase(services, cluster, elastic, schedule, seconds, step_s, ckpt_every, gr
             stop_job(cluster["team"].user, lender)
     services.wait(lambda: not Job.objects.filter(pk__in=[j.pk for j in lenders]).exclude(
         status__in=("Succeeded", "Failed", "Stopped")).exists(), "the lender's jobs to end", timeout=180)
-    return _figures(Job.objects.get(pk=job.pk), lenders, pod_root, elastic)
+    return _figures(Job.objects.get(pk=job.pk), lenders, pod_root, kind)
 
 
-def _figures(job, lenders, pod_root: Path, elastic: bool) -> dict:
+def _figures(job, lenders, pod_root: Path, kind: str) -> dict:
     import easyckpt
     from jobs.models import Pod
 
@@ -251,9 +298,9 @@ def _figures(job, lenders, pod_root: Path, elastic: bool) -> dict:
             resumes.append(later[0] - at)
         if placed:
             binds.append(placed[0] - at)
-        if later and elastic:
+        if later and kind != "gang":
             phases.append(_phases(at, later[0], decided, pods))
-    return {"kind": "elastic" if elastic else "gang", "job": job.job_id, "samples": latest[1]["samples"] if latest else 0,
+    return {"kind": kind, "job": job.job_id, "samples": latest[1]["samples"] if latest else 0,
             "steps": latest[0] if latest else 0, "held_gpu_s": held, "starts": len(starts),
             "lost_steps": lost, "resume_s": resumes, "bind_s": binds, "phases": phases,
             "restarts": job.restart_count, "preemption_restarts": job.preemption_restart_count,
@@ -308,15 +355,16 @@ def report(r: dict) -> str:
         rows.append((b["kind"], f"{goodput:.1%}", f"{b['samples']:,}", f"{b['samples'] / r['seconds']:.1f}",
                      f"{b['held_gpu_s']:,.0f}", len(lost),
                      lost_text, _spread(b["bind_s"]), _spread(b["resume_s"]), b["resizes"], b["preemption_restarts"]))
-    phases = [p for b in r["borrowers"] for p in b.get("phases", [])]
-    breakdown = ", ".join(f"{name} {_spread([p[name] for p in phases])}" for name in ("decide", "stop", "spawn", "start-up"))
+    breakdowns = [f"{b['kind']}, node free -> stepping, by phase (s): " + ", ".join(
+        f"{name} {_spread([p[name] for p in b['phases']])}" for name in ("decide", "stop", "spawn", "start-up"))
+        for b in r["borrowers"] if b["phases"]]
     lines = [(f"goodput: {r['nodes']} one-GPU nodes, {r['seconds']:.0f} s a borrower, "
               f"{len(r['schedule'])} lender jobs (seeded), checkpoint every {r['ckpt_every']} steps of "
               f"{r['step_s']} s; a worker alone computes {r['rate']:.2f} samples/s"),
              harness.table(rows, ("borrower", "goodput", "samples kept", "kept per s", "GPU-s held", "resumed",
                                   "lost steps a stop: max", "node free -> bound (s)", "node free -> stepping (s)",
                                   "resizes", "re-queued")),
-             f"elastic, node free -> stepping, by phase (s): {breakdown or '-'}",
+             *breakdowns,
              ("goodput = samples kept / (GPU-seconds held x samples per second of one worker alone); targets: "
               ">= 95 % elastic, lost <= one checkpoint interval, bound within 5 s of the node being free")]
     return "\n".join(lines)
@@ -341,12 +389,21 @@ def main() -> None:
     parser.add_argument("--ckpt-every", type=int, default=20)
     parser.add_argument("--step", type=float, default=0.1, help="seconds a training step takes")
     parser.add_argument("--lender-every", type=float, default=45, help="mean seconds between lender jobs")
+    parser.add_argument("--borrowers", default=",".join(KINDS),
+                        help=f"which borrowers to run, in order, comma-separated (of: {', '.join(KINDS)})")
     parser.add_argument("--lender-run", type=float, nargs=2, default=(15, 40), metavar=("MIN", "MAX"),
                         help="seconds a lender job runs, drawn between these")
     args = parser.parse_args()
     harness.run_standalone("goodput", run, report, nodes=args.nodes, seconds=args.seconds, seed=args.seed,
                            ckpt_every=args.ckpt_every, step_s=args.step, lender_every_s=args.lender_every,
-                           lender_run_s=tuple(args.lender_run))
+                           lender_run_s=tuple(args.lender_run), borrowers=_kinds(parser, args.borrowers))
+
+
+def _kinds(parser, text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    if not kinds or set(kinds) - set(KINDS):
+        parser.error(f"--borrowers: each must be one of {', '.join(KINDS)}, got {text!r}")
+    return kinds
 
 
 if __name__ == "__main__":

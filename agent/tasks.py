@@ -24,31 +24,27 @@ def _opened(task: str, sealed) -> list:
         return []
 
 
+def _each(task: str, sealed, handle) -> None:
+    """Hand each item of the message to the executor; one that fails must not keep the others of
+    the batch from being handled."""
+    for item in _opened(task, sealed):
+        try:
+            handle(runtime.current().executor, item)
+        except Exception:
+            log.exception("%s: could not handle pod %s", task, item.get("pod_id"))
+
+
 @shared_task(name="agent.start_pods", ignore_result=True)
 def start_pods(sealed: str) -> None:
-    executor = runtime.current().executor
-    for spec in _opened("agent.start_pods", sealed):
-        try:
-            executor.start(spec)
-        except Exception:  # one bad pod must not keep the others of the batch from starting
-            log.exception("could not start pod %s", spec.get("pod_id"))
+    _each("agent.start_pods", sealed, lambda executor, spec: executor.start(spec))
 
 
 @shared_task(name="agent.stop_pods", ignore_result=True)
 def stop_pods(sealed: str) -> None:
-    executor = runtime.current().executor
-    for request in _opened("agent.stop_pods", sealed):
-        try:
-            executor.stop(request["pod_id"], request.get("reason") or "Stopped", float(request.get("grace_s", 30)))
-        except Exception:
-            log.exception("could not stop pod %s", request.get("pod_id"))
+    _each("agent.stop_pods", sealed, lambda executor, request: executor.stop(
+        request["pod_id"], request.get("reason") or "Stopped", float(request.get("grace_s", 30))))
 
 
 @shared_task(name="agent.resize_pods", ignore_result=True)
 def resize_pods(sealed: str) -> None:
-    executor = runtime.current().executor
-    for update in _opened("agent.resize_pods", sealed):
-        try:
-            executor.resize(update)
-        except Exception:
-            log.exception("could not resize pod %s", update.get("pod_id"))
+    _each("agent.resize_pods", sealed, lambda executor, update: executor.resize(update))

@@ -184,12 +184,6 @@ def start_server(port: int) -> subprocess.Popen:
     raise SystemExit(f"gunicorn did not start within 60 s: {' '.join(command)}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -207,7 +201,7 @@ def main() -> None:
     harness.vacuum_analyze()
     key = alice_key()
     connection.close()
-    port = free_port()
+    port = harness.free_port()
     server = start_server(port)
     try:
         r = run(f"127.0.0.1:{port}", key, job_ids, args.clients, args.calls)

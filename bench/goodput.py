@@ -176,7 +176,7 @@ def _rate_alone(where: Path, step_s: float, ckpt_every: int, seconds: float = 8.
 
     where.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "WORLD_SIZE": "1", "RANK": "0", "PYTHONPATH": str(harness.REPO),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(harness.free_port())}
     proc = subprocess.Popen([sys.executable, __file__, "worker", str(step_s), str(ckpt_every), str(where / "ckpt")],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = where / "ckpt" / EVENTS
@@ -189,14 +189,6 @@ def _rate_alone(where: Path, step_s: float, ckpt_every: int, seconds: float = 8.
     proc.wait(timeout=60)
     stops = [e for e in _events(log) if e["event"] == "stop"]
     return (stops[-1]["step"] - 1) / (stops[-1]["time"] - began) if stops else 1 / step_s
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _cluster(nodes: int) -> dict:

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -247,6 +248,13 @@ def _purge(queues: tuple[str, ...]) -> None:
     from jobs import cycle_requests
 
     cycle_requests.clear_request()
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def cleanup(var: Path) -> None:

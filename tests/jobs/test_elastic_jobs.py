@@ -22,11 +22,11 @@ def current(job):
     return list(Pod.objects.filter(job=job, current=True).select_related("node").order_by("index"))
 
 
-def running_borrower(bob, cycle, reports, sent):
+def running_borrower(bob, cycle, reports, sent, spec=ELASTIC):
     """bob's nlp-team is full; his elastic job borrows both of cv-team's nodes and runs."""
     create_job(bob, make_request(pods=2))
     cycle()
-    job = create_job(bob, make_request(pods=2, oversold_type="ForceQuotaOverSold", elastic_spec=ELASTIC))
+    job = create_job(bob, make_request(pods=2, oversold_type="ForceQuotaOverSold", elastic_spec=spec))
     sent.clear()
     cycle()
     reports(*[report(p, "Running") for p in current(job)])
@@ -146,13 +146,7 @@ def resizes(sent):
 
 
 def running_in_place(bob, cycle, reports, sent):
-    create_job(bob, make_request(pods=2))
-    cycle()
-    job = create_job(bob, make_request(pods=2, oversold_type="ForceQuotaOverSold", elastic_spec=IN_PLACE))
-    sent.clear()
-    cycle()
-    reports(*[report(p, "Running") for p in current(job)])
-    return job
+    return running_borrower(bob, cycle, reports, sent, IN_PLACE)
 
 
 def test_a_job_resized_in_place_starts_with_its_generation_and_membership_file(bob, cycle, reports, sent):

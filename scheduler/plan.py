@@ -412,10 +412,9 @@ class Cycle:
         own, _ = self._quota_scopes(quota)
         jobs = self.queues[held.queue]
         for job in jobs[jobs.index(held.job) + 1:]:
-            run = reservation.expected_run(job, quota)
             wait = self.waiting.get(job.job_id)
             if (wait is None or wait[0] == WAITING_FOR_TERMINATION or job.oversold_type == FORCE
-                    or run is None or self.now + run > held.at
+                    or not reservation.ends_before(job, held.at, self.now)
                     or self.tree.short_quota(quota.id, job.need) is not None):
                 continue
             placed = place_gang(self.view, own, job.pods)

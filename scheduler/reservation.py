@@ -4,9 +4,10 @@ A queue whose quota has `backfill` on gives the first job of it that waits, its 
 reservation: the earliest time its gang fits the quota's own nodes, counting each running pod as
 gone at its expected end, and the nodes it fits then. Free capacity of those nodes that the head
 will need at that time is held through the In Quota pass (CapacityView.block): a job behind it
-starts In Quota only on capacity the head does not need, or, if it is expected to end before the
-reservation's time, on the held capacity too. Then borrowers may use what is held: they are
-preemptible, and the head reclaims them once the rest of its nodes is free. No job planned after
+starts In Quota only on capacity the head does not need, or, if its maximum running time ends it
+before the reservation's time, on the held capacity too (an estimate is not enough: see
+ends_before). Then borrowers may use what is held: they are preemptible, and the head reclaims
+them once the rest of its nodes is free. No job planned after
 the head preempts a pod on those nodes (the head counts on each of them ending), and a job whose
 In Quota turn comes in the second pass (held behind a StrictFIFO head that borrows) does not start
 on them. Nothing is kept across cycles: each cycle computes the reservation again from its own
@@ -50,8 +51,11 @@ def expected_end(started_at: datetime, max_run: timedelta | None,
     return None if run is None else started_at + run
 
 
-def expected_run(job: PendingJob, quota: Quota) -> timedelta | None:
-    return job.max_run or quota.typical_run
+def ends_before(job: PendingJob, at: datetime, now: datetime) -> bool:
+    """Whether a job started now is sure to end by `at`: only a maximum running time, which the
+    platform enforces, says so. A typical run is an estimate: a job backfilled on it that outlives
+    it would sit on the held capacity, and the reservation would slip for as long as it runs."""
+    return job.max_run is not None and now + job.max_run <= at
 
 
 def pod_end(pod: RunningPod, quotas: dict[str, Quota]) -> datetime | None:

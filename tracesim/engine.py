@@ -158,7 +158,7 @@ class Replay:
         self.node_pods: dict[str, dict[str, RunningPod]] = {n.name: {} for n in self.nodes}
         self.idle_gpus = {n.name: 0 for n in self.nodes}  # GPUs held by borrowers, per node
         self.capacity3 = dict(self.free3)
-        self.vc_nodes: dict[str, list] = {}
+        self.vc_nodes: dict[str, list] = {vc: [] for vc in self.guarantee}  # a VC may own no node
         for node in self.by_name:
             if self.vc_of[node.name] is not None:
                 self.vc_nodes.setdefault(self.vc_of[node.name], []).append(node)

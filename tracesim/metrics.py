@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from scheduler import FORCE
+
 from .engine import SPOT, JobRun, Result
 
 HOUR = 3600
@@ -68,6 +70,32 @@ def _group_row(policy: str, by: str, name: str, runs: list[JobRun]) -> dict:
             "queueing_delay_s": queueing(d),
             "preemptions": sum(r.preemptions for r in runs),
             "gpu_hours_lost": round(sum(r.lost_gpu_s for r in runs) / HOUR, 1)}
+
+
+LARGE_GPUS = 8
+LARGE_WAIT_TARGET = 3.0  # issue #32: large jobs wait at most 3 times as long as 1-GPU jobs
+
+
+def large_job_wait(result: Result) -> list[dict]:
+    """Per quota, the mean queueing of its jobs of 8 GPUs or more against its 1-GPU jobs, among the
+    jobs that may run on its guarantee (Only Idle and spot jobs never do), highest ratio first:
+    whether large gangs starve behind a stream of small jobs of their own team."""
+    by_quota: dict[str, tuple[list[JobRun], list[JobRun]]] = {}
+    for run in result.jobs:
+        if run.mode in (FORCE, SPOT) or 1 < run.job.gpus < LARGE_GPUS:
+            continue
+        small, large = by_quota.setdefault(run.job.vc, ([], []))
+        (small if run.job.gpus == 1 else large).append(run)
+    rows = []
+    for quota, (small, large) in by_quota.items():
+        s, l = _delays(small), _delays(large)
+        if not (s and l):
+            continue
+        mean_s, mean_l = sum(s) / len(s), sum(l) / len(l)
+        rows.append({"quota": quota, "jobs_1_gpu": len(s), "jobs_large": len(l),
+                     "mean_1_gpu_s": round(mean_s, 1), "mean_large_s": round(mean_l, 1),
+                     "ratio": round(mean_l / max(mean_s, 1.0), 2)})
+    return sorted(rows, key=lambda r: (-r["ratio"], r["quota"]))
 
 
 def busy_gpu_seconds(busy: list[tuple[int, int]], end: int) -> int:
@@ -138,4 +166,5 @@ def summary(result: Result) -> dict:
         "jobs_with_trace_mode": sum(1 for r in result.jobs if r.job.oversold_type),
         "modes": dict(sorted(Counter(r.mode for r in result.jobs).items())),
         "breakdown": breakdown(result),
+        "large_job_wait": large_job_wait(result),
     }

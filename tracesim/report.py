@@ -11,7 +11,7 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from .engine import POLICIES, Result
-from .metrics import delays, utilization_series
+from .metrics import LARGE_WAIT_TARGET, delays, utilization_series
 
 # Philly's own scheduler on the same trace (acmetrace_cluster_summary.csv, row Philly): shown
 # only for a trace on Philly's virtual clusters (philly_vc_nodes.csv), whatever their sizes.
@@ -102,6 +102,7 @@ def text_report(results: list[Result], summaries: list[dict],
                      f"{reference['mean']:,.0f} s, median {reference['median']:,.0f} s")
     lines += policy_notes(results, summaries)
     lines.append(backfill_rule(summaries))
+    lines += [large_job_line(s) for s in summaries]
     lines.append("")
     lines += breakdown_lines(summaries)
     return lines
@@ -117,6 +118,20 @@ def summary_line(s: dict) -> str:
             f"goodput {s['goodput']:.1%}{_resizes(s)} | "
             f"wall {s['wall_seconds']:.0f} s ({s['cycles']:,} cycles, "
             f"plan {s['plan_seconds']:.0f} s)")
+
+
+def large_job_line(s: dict) -> str:
+    """How much longer jobs of 8 GPUs or more wait than 1-GPU jobs of their own quota, worst quota
+    first, against the target (metrics.large_job_wait)."""
+    rows = s["large_job_wait"]
+    if not rows:
+        return f"{s['policy']:12} large jobs: no quota has both 1-GPU and 8-GPU-or-larger jobs that started"
+    worst = rows[0]
+    over = sum(1 for r in rows if r["ratio"] > LARGE_WAIT_TARGET)
+    return (f"{s['policy']:12} large jobs wait {worst['ratio']:,.1f}x as long as 1-GPU jobs in {worst['quota']} "
+            f"({worst['jobs_large']:,} jobs of 8+ GPUs {worst['mean_large_s']:,.0f} s, {worst['jobs_1_gpu']:,} "
+            f"of 1 GPU {worst['mean_1_gpu_s']:,.0f} s); {over} of {len(rows)} quotas over the "
+            f"target {LARGE_WAIT_TARGET:g}x")
 
 
 def _resizes(s: dict) -> str:

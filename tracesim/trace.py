@@ -5,7 +5,8 @@ Jobs CSV: `timestamp` (submit, 'YYYY-MM-DD HH:MM:SS' or seconds), `duration` (s)
 (ForbiddenQuotaOverSold | AcceptQuotaOverSold | ForceQuotaOverSold), `priority` (1-9) and
 `spot_discount` (0.1-0.9: a spot job bidding that fraction of the on-demand price).
 Nodes CSV: `vc`, `node num`, optional `gpus_per_node` (default 8); one row a virtual cluster.
-The pods and nodes CSVs of Alibaba's GPU trace of 2023 are read as well (tracesim/alibaba.py).
+The pods and nodes CSVs of Alibaba's GPU trace of 2023 are read as well (tracesim/alibaba.py);
+for its pods a nodes CSV may add `qos`, the QoS classes (space-separated) a virtual cluster takes.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class VirtualCluster:
     name: str
     nodes: int
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    qos: tuple[str, ...] = ()  # Alibaba pods of these QoS classes are its jobs (tracesim/alibaba.py)
 
 
 @dataclass
@@ -52,10 +54,17 @@ class Trace:
 
 def read_trace(jobs_csv: str, nodes_csv: str, limit: int | None = None) -> Trace:
     vcs = read_vcs(nodes_csv)
+    quota_of_qos = {qos: vc.name for vc in vcs for qos in vc.qos}
     rows, invalid = [], []
     with open(jobs_csv, newline="") as f:
         reader = csv.DictReader(f)
-        as_job = alibaba.job_row if alibaba.is_pods(reader.fieldnames) else dict
+        if alibaba.is_pods(reader.fieldnames):
+            as_job = lambda pod: alibaba.job_row(pod, quota_of_qos)
+        elif quota_of_qos:
+            raise ValueError(f"{nodes_csv}: the qos column places the pods of Alibaba's GPU trace; "
+                             f"{jobs_csv} is a jobs CSV, whose cluster column places each job")
+        else:
+            as_job = dict
         for line, row in enumerate(reader, start=2):
             try:
                 row = as_job(row)
@@ -86,16 +95,25 @@ def read_vcs(nodes_csv: str) -> list[VirtualCluster]:
         reader = csv.DictReader(f)
         if alibaba.is_nodes(reader.fieldnames):
             return [VirtualCluster(*alibaba.cluster(list(reader)))]
-        out, lines = [], {}
+        out, lines, qos_lines = [], {}, {}
         for line, row in enumerate(reader, start=2):
             name = row["vc"].strip()
             if name in lines:
                 raise ValueError(f"{nodes_csv}: virtual cluster {name!r} is named on lines "
                                  f"{lines[name]} and {line}; give each one row")
             lines[name] = line
+            qos = tuple((row.get("qos") or "").split())
+            for q in qos:
+                if q not in alibaba.QOS_MODES:
+                    raise ValueError(f"{nodes_csv}:{line}: qos {q!r} is not one of "
+                                     f"{', '.join(alibaba.QOS_MODES)}")
+                if q in qos_lines:
+                    raise ValueError(f"{nodes_csv}: qos {q} is taken on lines {qos_lines[q]} and "
+                                     f"{line}; a pod goes to one virtual cluster")
+                qos_lines[q] = line
             per_node = (row.get("gpus_per_node") or "").strip()
             out.append(VirtualCluster(name, int(row["node num"]),
-                                      int(per_node) if per_node else DEFAULT_GPUS_PER_NODE))
+                                      int(per_node) if per_node else DEFAULT_GPUS_PER_NODE, qos))
     return out
 
 

@@ -50,12 +50,15 @@ def test_a_job_expected_to_end_before_the_reservation_backfills_on_the_reserved_
     assert f"; {len(expected)} smaller job(s) backfilled" in d.wait_reason("big").message
 
 
-def test_the_quotas_typical_run_decides_for_a_job_without_a_maximum_running_time():
+def test_a_job_without_a_maximum_running_time_never_backfills_on_held_capacity():
+    # Its quota's jobs typically run 30 minutes, but nothing ends it then: had it started, a run
+    # longer than that would sit on the node the head waits for, and the head would wait on.
     short = [quota("q1", backfill=True, typical_run=timedelta(minutes=30))]
     pods = [make_pod("p").on("n1").gpus(4).ends_in(120)]
     jobs = [make_job("big").gpus(8).priority(9), make_job("small").gpus(2)]
     d = plan(snapshot([node("n1", "q1")], short, pods, jobs), NOW)
-    assert admitted(d) == ["small"]
+    assert admitted(d) == []
+    assert "held for job big's reservation" in d.wait_reason("small").message
 
 
 def test_a_long_job_behind_the_head_runs_on_a_node_the_head_does_not_need():

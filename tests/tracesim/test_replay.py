@@ -48,6 +48,17 @@ def test_with_backfill_a_stream_of_small_jobs_no_longer_starves_a_full_node_job(
     assert big_with.first_start <= 200
 
 
+def test_a_job_that_outlives_its_quotas_typical_run_does_not_let_the_reservation_slip(write_trace):
+    # One 8-GPU node. Ten 10-s jobs make the quota's typical run 10 s; four 1,000-s jobs then hold
+    # half the node, and the 8-GPU head reserves it. The 1-GPU jobs behind it run 2,000 s each:
+    # backfilled on the held GPUs for the 10 s their quota typically runs, each would hold its
+    # GPU long past the reservation, and the next would take the GPU the last one freed.
+    rows = ([job(k, 10, 1, "a") for k in range(10)] + [job(20, 1_000, 1, "a") for _ in range(4)]
+            + [job(30, 100, 8, "a")] + [job(40 + 100 * k, 2_000, 1, "a") for k in range(40)])
+    big = next(r for r in replay_rows(write_trace, rows, {"a": 1}, backfill=True) if r.job.gpus == 8)
+    assert big.first_start == 1_020  # when the four 1,000-s jobs end
+
+
 def test_borrowing_lets_a_job_start_earlier_than_under_strict_quotas(write_trace):
     rows = [job(0, 100, 8, "a"), job(10, 50, 8, "a")]
     strict = replay_rows(write_trace, rows, {"a": 1, "b": 1}, "strict")

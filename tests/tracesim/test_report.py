@@ -4,6 +4,8 @@ trace's own modes, one row a job in jobs.csv, the reference row, the Alibaba tra
 import csv
 from pathlib import Path
 
+import pytest
+
 from tracesim import read_trace, replay
 from tracesim.metrics import summary
 from tracesim.outputs import write_outputs
@@ -149,3 +151,62 @@ def test_alibaba_gpu_pods_are_jobs_whose_qos_sets_their_mode(tmp_path):
     assert [(line, why.split(":")[0]) for line, why in trace.invalid] == [
         (3, "num_gpu is 0"), (6, "never scheduled in the trace (Pending)")]
     assert [(vc.name, vc.nodes, vc.gpus_per_node) for vc in trace.vcs] == [("openb", 2, 8)]
+
+
+def write_qos_vcs(tmp_path, rows: str) -> str:
+    vcs = tmp_path / "vcs.csv"
+    vcs.write_text("vc,node num,qos\n" + rows)
+    return str(vcs)
+
+
+def test_a_qos_column_puts_alibaba_pods_in_the_quota_that_takes_their_qos(tmp_path):
+    pods, _ = write_alibaba(tmp_path)
+    trace = read_trace(pods, write_qos_vcs(tmp_path, "ls,1,LS Burstable\nbe,0,BE\n"))
+    assert [(j.gpus, j.vc, j.oversold_type) for j in trace.jobs] == [
+        (1, "ls", "ForbiddenQuotaOverSold"), (8, "be", "ForceQuotaOverSold"), (2, "ls", "AcceptQuotaOverSold")]
+    assert [(vc.name, vc.nodes, vc.qos) for vc in trace.vcs] == [("ls", 1, ("LS", "Burstable")), ("be", 0, ("BE",))]
+    # The best-effort quota owns no node: its Only Idle jobs run on the latency-sensitive quota's idle GPUs.
+    s = summary(replay(trace, "borrow"))
+    assert (s["jobs_replayed"], s["jobs_unfinished"]) == (3, 0)
+
+
+def test_a_pod_whose_qos_no_virtual_cluster_takes_is_skipped_with_the_reason(tmp_path):
+    pods, _ = write_alibaba(tmp_path)
+    trace = read_trace(pods, write_qos_vcs(tmp_path, "ls,1,LS\n"))
+    assert [j.vc for j in trace.jobs] == ["ls"]
+    assert [why for _, why in trace.invalid if "qos" in why] == [
+        "qos BE is taken by no virtual cluster (their qos column names LS)",
+        "qos Burstable is taken by no virtual cluster (their qos column names LS)"]
+
+
+@pytest.mark.parametrize("rows, why", [
+    ("ls,1,LS\nbe,0,LS BE\n", "qos LS is taken on lines 2 and 3"),
+    ("ls,1,LS Spot\n", "qos 'Spot' is not one of LS, Guaranteed, Burstable, BE"),
+])
+def test_a_qos_column_that_names_a_class_twice_or_an_unknown_one_is_refused(tmp_path, rows, why):
+    pods, _ = write_alibaba(tmp_path)
+    with pytest.raises(ValueError, match=why):
+        read_trace(pods, write_qos_vcs(tmp_path, rows))
+
+
+def test_a_qos_column_with_a_jobs_csv_is_refused_rather_than_ignored(write_trace, tmp_path):
+    jobs, _ = write_trace(ROWS, {"a": 1})
+    with pytest.raises(ValueError, match="the qos column places the pods of Alibaba's GPU trace"):
+        read_trace(jobs, write_qos_vcs(tmp_path, "a,1,LS\n"))
+
+
+def test_the_report_says_how_much_longer_large_jobs_wait_than_1_gpu_jobs_of_their_quota(write_trace):
+    rows = [job(0, 100, 8, "a"),  # holds a's node
+            job(10, 5, 1, "a"),  # waits 90 s
+            job(20, 5, 8, "a"),  # waits 85 s (behind the 1-GPU job)
+            job(30, 5, 16, "a", oversold_type="ForceQuotaOverSold"),  # Only Idle: not counted
+            job(0, 5, 1, "b"), job(0, 5, 8, "b")]  # b: 1 GPU and 8 GPUs of one node
+    results, summaries = replay_all(write_trace, rows, policies=("strict",))
+    waits = summaries[0]["large_job_wait"]
+    a = next(r for r in waits if r["quota"] == "a")
+    assert (a["jobs_1_gpu"], a["jobs_large"], a["mean_1_gpu_s"]) == (1, 2, 90.0)
+    assert a["mean_large_s"] == (0 + 85) / 2 and a["ratio"] == round(42.5 / 90, 2)
+    # b's 1-GPU job waited 0 s (counted as 1 s), its 8-GPU job 5 s: the worst quota comes first.
+    assert [(r["quota"], r["ratio"]) for r in waits] == [("b", 5.0), ("a", 0.47)]
+    line = next(l for l in text_report(results, summaries) if "large jobs" in l)
+    assert line.startswith("strict       large jobs wait") and "target 3x" in line

@@ -2,7 +2,8 @@
 
 A queue whose quota has `backfill` on gives the first job of it that waits, its head, a
 reservation: the earliest time its gang fits the quota's own nodes, counting each running pod as
-gone at its expected end, and the nodes it fits then. Free capacity of those nodes that the head
+gone at its expected end (a borrower, which the head may reclaim, as gone now: gone_at), and the
+nodes it fits then. Free capacity of those nodes that the head
 will need at that time is held through the In Quota pass (CapacityView.block): a job behind it
 starts In Quota only on capacity the head does not need, or, if its maximum running time ends it
 before the reservation's time, on the held capacity too (an estimate is not enough: see
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .capacity import CapacityView, Scope
-from .model import PendingJob, Quota, RunningPod
+from .model import KIND_IDLE, PendingJob, Quota, RunningPod
 from .placement import place_gang
 
 OVERDUE_STEP = timedelta(minutes=5)
@@ -77,6 +78,19 @@ def counted_end(end: datetime | None, now: datetime) -> datetime:
     return end if end >= soonest else soonest + (soonest - end) / 1000
 
 
+def gone_at(pod: RunningPod, quotas: dict[str, Quota], now: datetime) -> datetime:
+    """When the head counts a pod on its quota's node as gone. A borrower is the head's to reclaim
+    once its own quota's minimum runtime has passed (as plan() reclaims): counted as gone by then, not at its own end,
+    the reservation does not move to its node after a later job has reclaimed it (which that job
+    could, the node not being reserved), only for the borrower to come back to the capacity held
+    there, cycle after cycle."""
+    if pod.kind == KIND_IDLE:
+        owner = quotas.get(pod.quota_id or "")
+        protected = pod.started_at + timedelta(seconds=owner.min_runtime_s if owner else 0)
+        return max(now, protected)
+    return counted_end(pod_end(pod, quotas), now)
+
+
 @dataclass
 class Reservation:
     job: PendingJob
@@ -94,7 +108,7 @@ def find(view: CapacityView, scope: Scope, job: PendingJob, quotas: dict[str, Qu
     by_time: dict[datetime, dict[str, list[int]]] = {}
     for name in scope.names:
         for pod in view.states[name].pods:
-            acc = by_time.setdefault(counted_end(pod_end(pod, quotas), now), {}).setdefault(
+            acc = by_time.setdefault(gone_at(pod, quotas, now), {}).setdefault(
                 name, [0, 0, 0])
             for i, amount in enumerate(pod.resources.as_tuple()):
                 acc[i] += amount

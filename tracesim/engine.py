@@ -130,10 +130,11 @@ class Replay:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.policy, self.prefilter, self.backfill = policy, prefilter, backfill
-        if policy == ELASTIC and backfill:
-            # Pruning keeps every decision of the other policies; with elastic jobs and
-            # reservations together a pruned replay was seen to decide otherwise (a reservation's
-            # head and the jobs that hold growth back interact), so this pair replays whole.
+        if backfill:
+            # A queue's head is the first of its jobs that waits In Quota, and whether a job
+            # waits there or borrows depends on what the other queues' heads hold: a pruned
+            # snapshot was seen to give a queue another head than the whole one (and, with
+            # elastic jobs, to let growth interact with it), so reservations replay whole.
             self.prefilter = False
         self.ckpt = round(checkpoint_minutes * 60) if checkpoint_minutes else None
         self.epoch = trace.start or DEFAULT_EPOCH
@@ -294,7 +295,6 @@ class Replay:
     def _candidates(self) -> list[PendingJob]:
         out = []
         waiting: list[JobRun] = []
-        heads: dict[str, JobRun] = {}
         for key, bucket in self.buckets.items():
             if bucket:
                 need = bucket[0].min_workers or key[2]  # an elastic job starts at its minimum
@@ -304,17 +304,7 @@ class Replay:
                     # Its first job left out waits in plan() too: while a job waits, no elastic
                     # job grows into capacity it might use (scheduler/elastic.py).
                     waiting.append(bucket[take])
-                if self.backfill and take is not None and take < len(bucket) \
-                        and key[1] in (FORBIDDEN, ACCEPT):
-                    first = bucket[take]
-                    found = heads.get(key[0])
-                    if found is None or _queue_order(first) < _queue_order(found):
-                        heads[key[0]] = first
-        # The first job of each VC's queue left out could be its head, the job that gets a
-        # reservation (every job before it is planned): it waits, but its waiting holds
-        # capacity now.
-        left_out = {id(r): r for r in [*waiting, *heads.values()]}  # a job once
-        return out + [r.request for r in left_out.values()]
+        return out + [r.request for r in waiting]
 
     def _capacity_for(self, vc: str | None, mode: str, need: int, bid) -> int:
         """How many jobs of this shape could be admitted or reclaim capacity now (0 = none).
@@ -396,8 +386,6 @@ class Replay:
         return tuple(nodes), pods
 
     def _own_nodes(self, vc: str, want: int, limit: int) -> list:
-        if self.backfill:  # a reservation counts on every running pod's end
-            return list(self.vc_nodes[vc])
         spare = self.guarantee[vc] - self.used[vc] - want  # room left if all jobs got in
         per_node = self.vcs[vc].gpus_per_node
         out, empty = [], 0
@@ -586,11 +574,6 @@ class Replay:
         run.run += 1
         self._stop(run)
         self._enqueue(run, t)
-
-
-def _queue_order(run: JobRun) -> tuple:
-    """scheduler.plan.job_order of the run's request."""
-    return (-run.job.priority, run.job.submit, run.job.job_id)
 
 
 class _TypicalRuns:

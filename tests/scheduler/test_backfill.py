@@ -104,6 +104,25 @@ def test_a_later_job_does_not_reclaim_a_borrower_on_the_reserved_node():
     assert d.wait_reason("big").reserved_nodes == ("n1",)
 
 
+def test_a_borrower_counts_as_gone_now_so_the_reservation_does_not_move_when_it_is_reclaimed():
+    # q1's head needs two of its 1-GPU nodes; n1 is lent to q2's borrower (expected to run for
+    # hours), n2 and n3 free in 60 and 120 minutes. Counting the borrower as running on, the
+    # head would reserve n2 and n3, a job behind it would reclaim n1, the head would then reserve
+    # n1, which it could reclaim itself, and the borrower would come back to it: cycle after cycle.
+    quotas = [quota("root"), quota("q1", "root", backfill=True, typical_run=timedelta(hours=3)),
+              quota("q2", "root", typical_run=timedelta(hours=3))]
+    nodes = [node("n1", "q1", gpus=1), node("n2", "q1", gpus=1), node("n3", "q1", gpus=1),
+             node("n4", "q2", gpus=1)]
+    pods = [make_pod("borrower").on("n1").quota("q2").idle().gpus(1).started(10),
+            make_pod("own2").on("n2").gpus(1).ends_in(60), make_pod("own3").on("n3").gpus(1).ends_in(120),
+            make_pod("home").on("n4").quota("q2").gpus(1)]
+    jobs = [make_job("big").gpus(1).pods(2).priority(9), make_job("small").gpus(1)]
+    d = plan(snapshot(nodes, quotas, pods, jobs), NOW)
+    assert d.preemptions == ()
+    w = d.wait_reason("big")
+    assert (w.reserved_nodes, w.reserved_from) == (("n1", "n2"), NOW + timedelta(minutes=60))
+
+
 def test_a_pod_without_a_maximum_running_time_is_expected_to_end_after_its_quotas_typical_run():
     # Started 30 minutes ago, in a quota whose jobs typically run 3 hours.
     pods = [make_pod("p").on("n1").gpus(4).started(30)]

@@ -23,7 +23,7 @@ from scheduler.decisions import (
 from scheduler.placement import gang_fits, place_gang
 from scheduler.plan import Cycle
 from scheduler.quota_tree import QuotaTree
-from scheduler.reservation import counted_end, ends_before, pod_end
+from scheduler.reservation import ends_before, gone_at
 from scheduler.spot import reserve
 
 from .builders import NOW
@@ -408,9 +408,9 @@ def test_victim_search_skipping_nodes_that_cannot_beat_the_best_chooses_as_tryin
 @given(snapshots())
 def test_no_job_planned_after_a_reserved_head_delays_it(snap):
     # Without terminating pods, and in cycles that preempt nothing, a reservation counts only on
-    # running pods ending by its time: the head must fit its reserved nodes once they have, and
-    # the jobs admitted In Quota after it have. (Borrowers may use the reserved capacity: they
-    # are the head's to reclaim.)
+    # running pods ending by its time (borrowers, the head's to reclaim, once reclaimable): the
+    # head must fit its reserved nodes once they have, and the jobs admitted In Quota after it
+    # have. (Borrowers may use the reserved capacity: they are the head's to reclaim.)
     snap = replace(snap, pods=tuple(replace(p, terminating=False) for p in snap.pods))
     d = plan(snap, NOW)
     if d.preemptions:
@@ -421,8 +421,7 @@ def test_no_job_planned_after_a_reserved_head_delays_it(snap):
         if w.reserved_from is None:
             continue
         head, at = jobs[w.job_id], w.reserved_from
-        left = [p for p in snap.pods if p.node in w.reserved_nodes
-                and counted_end(pod_end(p, quotas), NOW) > at]
+        left = [p for p in snap.pods if p.node in w.reserved_nodes and gone_at(p, quotas, NOW) > at]
         for a in d.admissions:
             if a.kind == "idle":
                 continue

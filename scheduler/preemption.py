@@ -30,6 +30,7 @@ class Candidates:
                  order: Callable[[RunningPod], tuple]):
         self.view, self.eligible, self.order = view, eligible, order
         self._memo: dict[str, tuple[int, Ranked, tuple[int, int, int]]] = {}
+        self._holders: dict[tuple, tuple[str, ...]] = {}
 
     def __call__(self, name: str) -> tuple[Ranked, tuple[int, int, int]]:
         state = self.view.states[name]
@@ -39,6 +40,28 @@ class Candidates:
             hit = self._memo[name] = (len(state.terminating), ranked,
                                       tuple(_sum(p for _, p in ranked)))
         return hit[1], hit[2]
+
+    def holders(self, scope: Scope, instance_type: str | None) -> tuple[str, ...]:
+        """The scope's nodes of that type that held a candidate when first asked. Within a cycle
+        a node's candidates only go (preempted), never come, so no other node can hold one."""
+        key = (scope.key, instance_type)
+        found = self._holders.get(key)
+        if found is None:
+            found = self._holders[key] = tuple(n for n in scope.names_for(instance_type) if self(n)[0])
+        return found
+
+
+def nodes_to_try(scope: Scope, req: PodRequest, candidates: Candidates) -> list[str]:
+    """The nodes where a victim search may place `req`: those holding a candidate and those
+    with room for it without one (free plus releasing capacity, which victims chosen for the
+    gang's earlier pods do not change). Trying every node of a public pool for each search grew
+    with the square of the pool's size."""
+    g, c, m = req.resources.as_tuple()
+    names = set(candidates.holders(scope, req.instance_type))
+    for avail, group in scope.by_combined.get(req.instance_type, {}).items():
+        if avail[0] >= g and avail[1] >= c and avail[2] >= m:
+            names.update(group)
+    return sorted(names)
 
 
 def reclaim_order(pod: RunningPod, lender_quota: str, now: datetime, job_gpus: int = 1,
@@ -77,7 +100,7 @@ def find_victims(view: CapacityView, scope: Scope, requests: tuple[PodRequest, .
     for req in largest_first(requests):
         best = None
         g, c, m = req.resources.as_tuple()
-        for name in scope.names_for(req.instance_type):
+        for name in nodes_to_try(scope, req, candidates):
             cands, most = candidates(name)
             avail = trial.get(name) or view.states[name].combined()
             if avail[0] + most[0] < g or avail[1] + most[1] < c or avail[2] + most[2] < m:

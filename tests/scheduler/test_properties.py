@@ -406,6 +406,17 @@ def test_victim_search_skipping_nodes_that_cannot_beat_the_best_chooses_as_tryin
 
 @SETTINGS
 @given(snapshots())
+def test_victim_search_over_nodes_with_candidates_or_room_chooses_as_trying_every_node(snap):
+    from scheduler import preemption
+
+    with mock.patch.object(preemption, "nodes_to_try",
+                           lambda scope, req, candidates: scope.names_for(req.instance_type)):
+        every_node_tried = plan(snap, NOW)
+    assert plan(snap, NOW) == every_node_tried
+
+
+@SETTINGS
+@given(snapshots())
 def test_no_job_planned_after_a_reserved_head_delays_it(snap):
     # Without terminating pods, and in cycles that preempt nothing, a reservation counts only on
     # running pods ending by its time (borrowers, the head's to reclaim, once reclaimable): the

@@ -4,13 +4,13 @@ nearest-rank queueing percentiles, and preemptions with the work they lost."""
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.db import connection
 
 from jobs.models import Job, Pod, PodKind
 from jobs.states import PodStatus, PodSubStatus
 from jobs.usage_history import gpu_use, preemptions, queue_times
 from quotas.models import Quota, Workspace
+from tests.pg_plans import plans_of, reads
 
 pytestmark = pytest.mark.django_db
 
@@ -110,36 +110,6 @@ def test_preemptions_cost_the_gpu_hours_since_the_last_checkpoint_or_the_start(a
     assert {(p.quota_id, p.reason, p.pods, p.jobs, round(p.lost_gpu_seconds / 3600, 6)) for p in found} == {
         (nlp, "Preempted", 2, 1, 16), (None, "SpotReleased", 1, 1, 6)}
 
-
-
-def plans_of(read, only: str) -> str:
-    """PostgreSQL's plans for the statements `read()` runs, with table scans priced out and the other
-    secondary indexes of `only`'s table dropped: whether the filters can be answered from `only` at
-    all. (On a test's few rows the planner would scan the tables anyway, and which index it prefers
-    among several, or whether it reads one index-only, follows the statistics and the visibility
-    map that earlier tests and VACUUM leave behind, none of which a test's transaction controls.)"""
-    with CaptureQueriesContext(connection) as statements:
-        read()
-    # A savepoint rolled back undoes the setting and the dropped indexes.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(
-            "SELECT o.indexname FROM pg_indexes i JOIN pg_indexes o USING (schemaname, tablename)"
-            " JOIN pg_index x ON x.indexrelid = o.indexname::regclass"
-            " WHERE i.indexname = %s AND o.indexname <> %s AND NOT x.indisunique", [only, only])
-        for (other,) in cursor.fetchall():
-            cursor.execute(f'DROP INDEX "{other}"')
-        plans = []
-        for statement in statements.captured_queries:
-            cursor.execute(f"EXPLAIN {statement['sql']}")
-            plans += [row[0] for row in cursor.fetchall()]
-        transaction.set_rollback(True)
-    return "\n".join(plans)
-
-
-def reads(plan: str, index: str) -> bool:
-    """Whether the plan reads `index` (an index, index-only or bitmap scan)."""
-    return f"using {index} " in plan or f"on {index} " in plan or plan.endswith(index)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the covering indexes are PostgreSQL's")

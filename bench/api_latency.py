@@ -35,6 +35,7 @@ except ImportError:  # run as a script
 ACTIONS = ("CreateJob", "GetJob", "ListJobs", "ListJobs, filtered", "404 floor")
 TARGET_P99_MS = {"CreateJob": 100, "GetJob": 50, "ListJobs": 50, "ListJobs, filtered": 50}
 BATCH = 5_000
+ACTION_TIMEOUT_S = 60  # and a second a call: a client that hangs fails the run, naming the action
 CREATE = {
     "DisplayName": "bench-create", "JobType": "PyTorchJob", "UserCommand": "python train.py",
     "JobSpecs": [{"Type": "Worker", "Image": "pytorch:2", "PodCount": 2, "EcsSpec": "ecs.g7.xlarge"}],
@@ -129,11 +130,18 @@ def _one_client(args) -> list[float]:
 def run(endpoint: str, key: tuple[str, str], job_ids: list[str], clients: int, calls: int) -> dict:
     """Each action in turn, called by `clients` processes at once; its times and the throughput."""
     found = {}
-    # fork: the children reuse the imported SDK and never touch the parent's database connection.
-    with multiprocessing.get_context("fork").Pool(clients) as pool:
+    # spawn: a forked child inherits whatever lock the parent held at the fork, and a suite run
+    # once hung here for minutes with no request outstanding (each SDK call times out in 10 s).
+    with multiprocessing.get_context("spawn").Pool(clients) as pool:
         for action in ACTIONS:
             started = time.perf_counter()
-            per_client = pool.map(_one_client, [(endpoint, key, action, job_ids, calls, 11 + c) for c in range(clients)])
+            pending = pool.map_async(_one_client, [(endpoint, key, action, job_ids, calls, 11 + c)
+                                                   for c in range(clients)])
+            try:
+                per_client = pending.get(timeout=ACTION_TIMEOUT_S + calls)
+            except multiprocessing.TimeoutError:
+                raise SystemExit(f"{action}: {clients} clients did not finish {calls} calls each within "
+                                 f"{ACTION_TIMEOUT_S + calls} s") from None
             wall = time.perf_counter() - started
             ms = sorted(t for times in per_client for t in times)
             found[action] = {"calls": len(ms), "p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99),

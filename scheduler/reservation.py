@@ -2,16 +2,15 @@
 
 A queue whose quota has `backfill` on gives the first job of it that waits, its head, a
 reservation: the earliest time its gang fits the quota's own nodes, counting each running pod as
-gone at its expected end (a borrower, which the head may reclaim, as gone now: gone_at), and the
-nodes it fits then. Free capacity of those nodes that the head
-will need at that time is held through the In Quota pass (CapacityView.block): a job behind it
-starts In Quota only on capacity the head does not need, or, if its maximum running time ends it
-before the reservation's time, on the held capacity too (an estimate is not enough: see
-ends_before). Then borrowers may use what is held: they are preemptible, and the head reclaims
-them once the rest of its nodes is free. No job planned after
-the head preempts a pod on those nodes (the head counts on each of them ending), and a job whose
-In Quota turn comes in the second pass (held behind a StrictFIFO head that borrows) does not start
-on them. Nothing is kept across cycles: each cycle computes the reservation again from its own
+gone at its expected end (a borrower, which the head may reclaim, as soon as it may: gone_at),
+and the nodes it fits then. Free capacity of those nodes that the head will need at that time is
+held through the In Quota pass (CapacityView.block): a job behind it starts In Quota only on
+capacity the head does not need, or, if its maximum running time ends it before the
+reservation's time, on the held capacity too (an estimate is not enough: see ends_before). Then
+borrowers may use what is held: they are preemptible, and the head reclaims them once the rest of
+its nodes is free. No job planned after the head preempts a pod on those nodes (the head counts
+on each of them ending), and a job whose In Quota turn comes in the second pass (held behind a
+StrictFIFO head that borrows) does not start on them. Nothing is kept across cycles: each cycle computes the reservation again from its own
 now, and the held capacity is free again to that computation, so the reserved nodes stay the
 head's first choice.
 
@@ -80,10 +79,10 @@ def counted_end(end: datetime | None, now: datetime) -> datetime:
 
 def gone_at(pod: RunningPod, quotas: dict[str, Quota], now: datetime) -> datetime:
     """When the head counts a pod on its quota's node as gone. A borrower is the head's to reclaim
-    once its own quota's minimum runtime has passed (as plan() reclaims): counted as gone by then, not at its own end,
-    the reservation does not move to its node after a later job has reclaimed it (which that job
-    could, the node not being reserved), only for the borrower to come back to the capacity held
-    there, cycle after cycle."""
+    once its own quota's minimum runtime has passed (as plan() reclaims), so it counts as gone
+    then, not at its own end: else a later job could reclaim it from a node the head did not
+    reserve, the head would then reserve the freed node, and the borrower would come back to the
+    capacity held there, cycle after cycle."""
     if pod.kind == KIND_IDLE:
         owner = quotas.get(pod.quota_id or "")
         protected = pod.started_at + timedelta(seconds=owner.min_runtime_s if owner else 0)

@@ -12,8 +12,9 @@ for its pods a nodes CSV may add `qos`, the QoS classes (space-separated) a virt
 from __future__ import annotations
 
 import csv
+import functools
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from scheduler import ACCEPT, FORBIDDEN, FORCE
@@ -59,7 +60,7 @@ def read_trace(jobs_csv: str, nodes_csv: str, limit: int | None = None) -> Trace
     with open(jobs_csv, newline="") as f:
         reader = csv.DictReader(f)
         if alibaba.is_pods(reader.fieldnames):
-            as_job = lambda pod: alibaba.job_row(pod, quota_of_qos)
+            as_job = functools.partial(alibaba.job_row, quota_of_qos=quota_of_qos)
         elif quota_of_qos:
             raise ValueError(f"{nodes_csv}: the qos column places the pods of Alibaba's GPU trace; "
                              f"{jobs_csv} is a jobs CSV, whose cluster column places each job")
@@ -124,7 +125,7 @@ def _seconds(value: str) -> tuple[float, datetime | None]:
     except ValueError:
         when = datetime.fromisoformat(value)
         if when.tzinfo is None:  # a naive trace time is read as UTC: no DST jumps
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         return when.timestamp(), when
 
 

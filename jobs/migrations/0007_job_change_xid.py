@@ -6,6 +6,8 @@ job's version."""
 
 from django.db import migrations
 
+from dbkit.postgres import run_on_postgresql
+
 FORWARD = """
 ALTER TABLE jobs_job ADD COLUMN change_xid bigint NOT NULL DEFAULT 0;
 CREATE FUNCTION jobs_job_change_xid() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -46,13 +48,6 @@ ALTER TABLE jobs_job DROP COLUMN change_xid;
 """
 
 
-def _on_postgresql(sql: str):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -60,5 +55,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(FORWARD), _on_postgresql(BACKWARD)),
+        run_on_postgresql(FORWARD, BACKWARD),
     ]

@@ -5,6 +5,8 @@ since PostgreSQL 13); on SQLite the searches scan, as before."""
 
 from django.db import migrations
 
+from dbkit.postgres import run_on_postgresql
+
 FORWARD = """
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX job_display_name_trgm ON jobs_job USING gin (UPPER(display_name::text) gin_trgm_ops);
@@ -16,13 +18,6 @@ DROP INDEX job_job_id_trgm;
 """
 
 
-def _on_postgresql(sql: str):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-    return run
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -30,5 +25,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_on_postgresql(FORWARD), _on_postgresql(BACKWARD)),
+        run_on_postgresql(FORWARD, BACKWARD),
     ]

@@ -116,16 +116,21 @@ class CustomEnv:
 
 def visible_jobs(user):
     """Jobs of the workspaces the user is a member of (any role, viewers included): the PUBLIC ones,
-    and the PRIVATE ones the user owns or whose workspace the user owns or administers.
+    and the PRIVATE ones the user owns or whose workspace the user owns or administers."""
+    return Job.objects.filter(visible_to(user))
+
+
+def visible_to(user) -> Q:
+    """visible_jobs' rule as a condition on the fields `workspace`, `user` and `accessibility`, which
+    the rows summed from jobs carry too (jobs.models.GpuDayUse, spot.models.DailyBill): one rule for
+    the jobs and for what they used.
 
     Subqueries rather than joins: lists can then sort and count on the (workspace, -created_at)
     index without DISTINCT, which matters for ListJobs over many jobs."""
     memberships = Membership.objects.filter(user=user)
     administered = memberships.filter(role__in=ADMIN_ROLES).values("workspace_id")
-    return Job.objects.filter(
-        Q(accessibility=Accessibility.PUBLIC) | Q(user=user) | Q(workspace_id__in=administered),
-        workspace_id__in=memberships.values("workspace_id"),
-    )
+    return ((Q(accessibility=Accessibility.PUBLIC) | Q(user=user) | Q(workspace_id__in=administered))
+            & Q(workspace_id__in=memberships.values("workspace_id")))
 
 
 def can_change(user, job: Job) -> bool:

@@ -23,7 +23,7 @@ from django.db.models import Count, F, Max, Min, Q
 from jobs import nodes as node_life
 from jobs.cycle_lock import hold_cycle_lock
 from jobs.models import Job, Pod
-from jobs.services import visible_jobs
+from jobs.services import visible_to
 from jobs.states import FINAL
 from quotas.models import (
     Membership, Node, NodeStatus, QueueStrategy, Quota, ResourceSpec, ResourceType, Role, Workspace,
@@ -120,10 +120,16 @@ def quota_for_user(user, quota_id: str, *, admin: bool = False) -> Quota:
 
 @dataclass(frozen=True)
 class UsageScope:
-    """The workspaces whose usage a user may read, and the jobs that make it up."""
+    """The workspaces whose usage a user may read, and which of their jobs make it up: `who`, a
+    condition on the fields workspace, user and accessibility, which jobs and the rows summed from
+    them (GPU-day rollups, daily bills) all carry."""
 
     workspaces: Any  # a Workspace queryset
-    jobs: Any  # a Job queryset
+    who: Q
+
+    @property
+    def jobs(self):
+        return Job.objects.filter(self.who)
 
 
 def usage_scope(user, workspace: Workspace | None) -> UsageScope:
@@ -133,13 +139,13 @@ def usage_scope(user, workspace: Workspace | None) -> UsageScope:
     tenant's, whatever the role."""
     is_member = workspace is not None and Membership.objects.filter(user=user, workspace=workspace).exists()
     if not (is_member or (workspace is not None and user.is_staff)):
-        return UsageScope(Workspace.objects.none(), Job.objects.none())
+        return UsageScope(Workspace.objects.none(), Q(pk__in=[]))
     tenant_workspaces = Workspace.objects.filter(tenant=workspace.tenant_id)
     if user.is_staff or Membership.objects.filter(user=user, role__in=ADMIN_ROLES,
                                                   workspace__tenant=workspace.tenant_id).exists():
-        return UsageScope(tenant_workspaces, Job.objects.filter(workspace__in=tenant_workspaces.values("pk")))
+        return UsageScope(tenant_workspaces, Q(workspace__in=tenant_workspaces.values("pk")))
     own = tenant_workspaces.filter(memberships__user=user)
-    return UsageScope(own, visible_jobs(user).filter(workspace__in=own.values("pk")))
+    return UsageScope(own, visible_to(user) & Q(workspace__in=own.values("pk")))
 
 
 def new_quota_id() -> str:

@@ -6,7 +6,7 @@
 Steps: a fresh database of the run's own (bench/harness.configure), the demo cluster, then `--jobs`
 finished and running jobs bulk-created over the last 30 days across its workspaces, quotas, users
 and sources (guaranteed, idle, spot, public), with one or two pods each, some of them preempted, and
-a daily bill for each spot and pay-as-you-go job. Then the page is fetched through Django's test
+a daily bill for each spot and pay-as-you-go job; the finished pods are rolled up by day. Then the page is fetched through Django's test
 client (the whole request: middleware, the queries, the Plotly figures, the template) as staff (every
 workspace of the tenant) and as a plain member, over the default 7 days and over 30 days, and the
 median and fastest of `--repeat` fetches are printed, with the machine's reference loop.
@@ -83,9 +83,9 @@ def populate(jobs: int, seed: int = 7, pods_per_job: tuple[int, ...] = (1, 1, 2)
                     minutes = int((job.finished_at - job.running_at).total_seconds() // 60) + 1
                     on_demand = spec.on_demand_price_per_minute * minutes
                     paid = on_demand * Decimal("0.4") if job.source == "spot" else on_demand
-                    bills.append(DailyBill(job=job, spec=spec, day=job.running_at.date(), minutes=minutes,
-                                           pay_type="spot" if job.source == "spot" else "postpaid",
-                                           amount=paid, on_demand_amount=on_demand))
+                    bills.append(DailyBill.of(job, spec=spec, day=job.running_at.date(), minutes=minutes,
+                                              pay_type="spot" if job.source == "spot" else "postpaid",
+                                              amount=paid, on_demand_amount=on_demand))
             Pod.objects.bulk_create(pods)
             DailyBill.objects.bulk_create(bills)
             pods_made += len(pods)
@@ -113,10 +113,12 @@ def run(jobs: int, repeat: int) -> dict:
     from django.utils import timezone
 
     from console import demo
+    from jobs.usage_history import roll_up
 
     demo.seed(price_history=False)
     started = time.perf_counter()
     pods = populate(jobs)
+    roll_up()  # the finished pods, as the beat task rolls them up each minute
     loaded_s = time.perf_counter() - started
     vacuum_analyze()
     today = timezone.now().date()

@@ -281,6 +281,8 @@ CELERY_BEAT_SCHEDULE = {
     "spot-market-tick": _every("spot.tasks.market_tick", OPENDLC_MARKET_TICK_S),
     "spot-bill-today": _every("spot.tasks.bill_today", OPENDLC_BILLING_INTERVAL_S),
     "notify-redeliver": _every("notify.redeliver", 60),  # deliveries whose message was lost
+    # The Usage page reads a finished pod from GpuDayUse once this rolled it up; until then from its row.
+    "usage-roll-up": _every("jobs.tasks.roll_up_usage", 60, queue="default"),
     "spot-close-yesterday": {
         "task": "spot.tasks.close_yesterday",
         "schedule": crontab(hour=0, minute=10),

@@ -364,6 +364,9 @@ class Pod(models.Model):
     bound_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Its GPU-seconds are in GpuDayUse (jobs.usage_history.roll_up): the Usage page sums the pod from
+    # there, no longer from its row.
+    rolled_up = models.BooleanField(default=False)
 
     objects = PodQuerySet.as_manager()
 
@@ -381,10 +384,10 @@ class Pod(models.Model):
             # ones among all the finished pods ever run, which a table scan would read each cycle.
             models.Index(fields=["id"], condition=Q(node__isnull=False, status__in=LIVE_STATUSES),
                          name="pod_live_bound"),
-            # The Usage page's GPU-hours: the pods that ran after the range's start, read from the
-            # index alone (what gpu_use sums and joins on is in it).
+            # The Usage page's GPU-hours of the pods not rolled up yet (running, or finished since the
+            # last roll-up): a few among all the pods ever run, read from the index alone.
             models.Index(EndOrNever("finished_at"), include=["job", "started_at", "finished_at", "gpu", "kind"],
-                         name="pod_end_covering"),
+                         condition=Q(rolled_up=False), name="pod_unrolled_covering"),
             # The Usage page's preemptions: the few evicted pods among all, by when they ended.
             models.Index(fields=["finished_at"], condition=Q(sub_status=PodSubStatus.EVICTED),
                          name="pod_evicted_finished"),
@@ -404,6 +407,28 @@ class Pod(models.Model):
     @property
     def status_label(self) -> str:
         return "Resource Preempted" if self.preempted else self.status
+
+
+class GpuDayUse(models.Model):
+    """GPU-seconds that finished pods used on one UTC day, per workspace, quota, user, job accessibility
+    and pod kind (jobs.usage_history.roll_up writes them). The Usage page sums a range of whole days
+    from these few rows instead of from every pod that ran in it; the pods' jobs' workspace, user and
+    accessibility are here so that the same scope rule (jobs.services.visible_to) selects them. A key
+    may have several rows (two roll-ups at once each add one): readers sum, and the next addition to
+    the key folds them into one."""
+
+    day = models.DateField()
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+", db_index=False)
+    quota = models.ForeignKey(Quota, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                              db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
+    accessibility = models.CharField(max_length=16, choices=Accessibility.choices)
+    kind = models.CharField(max_length=16, choices=PodKind.choices, blank=True)
+    gpu_seconds = models.FloatField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], include=["workspace", "quota", "user", "accessibility", "kind",
+                                                         "gpu_seconds"], name="gpu_day_use_covering")]
 
 
 class Event(models.Model):

@@ -3,6 +3,7 @@ The schedule task is the cycle's (cycle/tasks.py).
 
     jobs.tasks.enforce_max_running_time  queue 'scheduler'  beat: stop jobs past their limit
     jobs.tasks.detect_hangs              queue 'scheduler'  beat: AIMaster restarts hung jobs
+    jobs.tasks.roll_up_usage             queue 'default'    beat: finished pods' GPU-seconds into GpuDayUse
     jobs.pod_reports                     queue 'default'    agent -> platform: [{pod_id, status, ...}]
     jobs.pod_progress                    queue 'default'    agent -> platform: EasyCkpt progress
     jobs.pod_logs                        queue 'default'    agent -> platform: log chunks
@@ -18,7 +19,7 @@ anything is applied, and applies a report only about pods bound to the sender's 
 from celery import shared_task
 from django.db import OperationalError
 
-from jobs import agents, dispatch, hang, lifecycle, logs, metrics, nodes
+from jobs import agents, dispatch, hang, lifecycle, logs, metrics, nodes, usage_history
 
 # Transient database errors (a lost connection, SQLite busy past its timeout) are worth a retry;
 # reports are idempotent, so retrying a batch that was partly applied is safe.
@@ -33,6 +34,11 @@ def enforce_max_running_time() -> int:
 @shared_task(name="jobs.tasks.detect_hangs", ignore_result=True)
 def detect_hangs() -> list[str]:
     return hang.detect_hangs()
+
+
+@shared_task(name="jobs.tasks.roll_up_usage", ignore_result=True, **RETRY)
+def roll_up_usage() -> int:
+    return usage_history.roll_up()
 
 
 def _owned(task: str, envelope) -> list:

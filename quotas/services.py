@@ -141,11 +141,12 @@ def usage_scope(user, workspace: Workspace | None) -> UsageScope:
     if not (is_member or (workspace is not None and user.is_staff)):
         return UsageScope(Workspace.objects.none(), Q(pk__in=[]))
     tenant_workspaces = Workspace.objects.filter(tenant=workspace.tenant_id)
+    # The workspaces as constants, as visible_to gives them: the planner then knows their sizes.
     if user.is_staff or Membership.objects.filter(user=user, role__in=ADMIN_ROLES,
                                                   workspace__tenant=workspace.tenant_id).exists():
-        return UsageScope(tenant_workspaces, Q(workspace__in=tenant_workspaces.values("pk")))
+        return UsageScope(tenant_workspaces, Q(workspace__in=sorted(tenant_workspaces.values_list("pk", flat=True))))
     own = tenant_workspaces.filter(memberships__user=user)
-    return UsageScope(own, visible_to(user) & Q(workspace__in=own.values("pk")))
+    return UsageScope(own, visible_to(user) & Q(workspace__in=sorted(own.values_list("pk", flat=True))))
 
 
 def new_quota_id() -> str:

@@ -91,11 +91,16 @@ def spot_series(instance_types: set[str], start: datetime, end: datetime) -> dic
 
 @transaction.atomic
 def _write(bills: list[billing.DailyBill], specs: dict[str, ResourceSpec]) -> list[DailyBill]:
+    jobs = Job.objects.only("workspace", "user", "accessibility").in_bulk({int(b.job_id) for b in bills})
     rows = []
     for bill in bills:
+        job = jobs.get(int(bill.job_id))
+        if job is None:  # deleted since its pods were read, and its bills with it
+            continue
+        counts = {"minutes": bill.minutes, "amount": bill.amount, "on_demand_amount": bill.on_demand_amount}
         row, _ = DailyBill.objects.update_or_create(
-            job_id=int(bill.job_id), spec=specs[bill.instance_type], day=bill.day, pay_type=bill.pay_type,
-            defaults=dict(minutes=bill.minutes, amount=bill.amount, on_demand_amount=bill.on_demand_amount),
+            job_id=job.pk, spec=specs[bill.instance_type], day=bill.day, pay_type=bill.pay_type,
+            defaults=counts, create_defaults={**counts, **DailyBill.copied(job)},
         )
         rows.append(row)
     return rows

@@ -1,9 +1,12 @@
 """Market prices over time and the bills they produce."""
 
+from __future__ import annotations
+
+from django.conf import settings
 from django.db import models
 
-from jobs.models import Job
-from quotas.models import ResourceSpec
+from jobs.models import Accessibility, Job
+from quotas.models import ResourceSpec, Workspace
 
 
 class StockStatus(models.TextChoices):
@@ -48,12 +51,30 @@ class DailyBill(models.Model):
     minutes = models.PositiveIntegerField(default=0)
     amount = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     on_demand_amount = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    # Copies of the job's (fixed when it is created; DailyBill.of fills them), so that the Usage page
+    # selects bills with the scope's rule (jobs.services.visible_to) without joining every job.
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
+    accessibility = models.CharField(max_length=16, choices=Accessibility.choices)
 
     class Meta:
         ordering = ["-day", "job"]
         constraints = [
             models.UniqueConstraint(fields=["job", "spec", "day", "pay_type"], name="one_bill_per_job_day")
         ]
+        # The Usage page's spend: a range of days, read from the index alone.
+        indexes = [models.Index(fields=["day"], include=["workspace", "user", "accessibility", "pay_type", "minutes",
+                                                         "amount", "on_demand_amount"], name="bill_day_covering")]
+
+    @staticmethod
+    def copied(job: Job) -> dict:
+        """The fields a bill copies from its job."""
+        return {"workspace_id": job.workspace_id, "user_id": job.user_id, "accessibility": job.accessibility}
+
+    @classmethod
+    def of(cls, job: Job, **fields) -> DailyBill:
+        """An unsaved bill of `job`, with the job's copied fields."""
+        return cls(job=job, **cls.copied(job), **fields)
 
     @property
     def tags(self) -> dict[str, str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from market.engine import PRICE_PLACES
 from spot.models import DailyBill
@@ -42,10 +42,12 @@ class DaySpend(Spend):
     pay_type: str  # spot or postpaid (pay-as-you-go)
 
 
-def spend_by_day(jobs, first: date, last: date) -> list[DaySpend]:
-    """The bills of `jobs` (a Job queryset) from `first` to `last` inclusive, summed per day and pay type."""
+def spend_by_day(who: Q, first: date, last: date) -> list[DaySpend]:
+    """The bills from `first` to `last` inclusive of the jobs `who` selects (quotas.services.UsageScope.who,
+    a condition on the fields workspace, user and accessibility that bills copy from their job), summed per
+    day and pay type."""
     rows = (
-        DailyBill.objects.filter(job__in=jobs, day__gte=first, day__lte=last)
+        DailyBill.objects.filter(who, day__gte=first, day__lte=last)
         .values("day", "pay_type")
         .annotate(**SUMS)
         .order_by("day", "pay_type")

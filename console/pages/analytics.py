@@ -112,7 +112,7 @@ def usage_csv(request, table: str):
 # --- the tables -----------------------------------------------------------------------------------
 
 def report(scope, chosen: Range, now: datetime) -> dict[str, Table]:
-    uses = gpu_use(scope.jobs, chosen.start, chosen.end, now)
+    uses = gpu_use(scope.who, chosen.first, chosen.last, now)
     waits = queue_times(scope.jobs, chosen.start, chosen.end)
     evictions = preemptions(scope.jobs, chosen.start, chosen.end)
     names = Names(scope, uses, waits, evictions)
@@ -123,7 +123,7 @@ def report(scope, chosen: Range, now: datetime) -> dict[str, Table]:
         by_source(uses),
         queueing(waits, names),
         preempted(evictions, names),
-        spend(spend_by_day(scope.jobs, chosen.first, chosen.last)),
+        spend(spend_by_day(scope.who, chosen.first, chosen.last)),
     ]
     for t in tables:
         # The range in the id: console.js draws a figure again only when its id changed.

@@ -133,12 +133,13 @@ def test_a_signed_request_costs_a_key_read_and_a_nonce_insert(client, alice_key,
         return client.get("/api/v1/jobs/dlc-missing", headers={k: v for k, v in sent.items() if k != "content-type"},
                           CONTENT_TYPE=sent["content-type"])
 
-    with django_assert_num_queries(4):  # the key, the nonce, last_used_at, the job
+    # the key, the nonce, last_used_at, the user's workspaces (jobs.services.visible_to), the job
+    with django_assert_num_queries(5):
         assert get_missing_job().json()["Code"] == "EntityNotExist.Job"
-    with django_assert_num_queries(3):  # used a moment ago: no update
+    with django_assert_num_queries(4):  # used a moment ago: no update
         assert get_missing_job().json()["Code"] == "EntityNotExist.Job"
     key = AccessKey.objects.filter(access_key_id=alice_key[0])
     key.update(last_used_at=datetime.now(timezone.utc) - timedelta(minutes=2))
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(5):
         get_missing_job()
     assert key.get().last_used_at > datetime.now(timezone.utc) - timedelta(minutes=1)

@@ -117,8 +117,8 @@ DECEMBER = "?from=2026-12-01&to=2026-12-31"
 
 
 def bill(job, day, pay_type, amount, on_demand):
-    return DailyBill.objects.create(job=job, spec=job.specs.get().spec, day=day, pay_type=pay_type, minutes=60,
-                                    amount=Decimal(amount), on_demand_amount=Decimal(on_demand))
+    DailyBill.of(job, spec=job.specs.get().spec, day=day, pay_type=pay_type, minutes=60, amount=Decimal(amount),
+                 on_demand_amount=Decimal(on_demand)).save()
 
 
 def test_billing_shows_the_workspaces_bills_with_tags_savings_and_totals(bob_client, alice):

@@ -46,8 +46,8 @@ def bulk_jobs(user, count, pods_per_job):
         Pod(pod_id=f"{j.job_id}-w-{n}", job=j, role="Worker", index=n, status="Running") for j in jobs for n in range(pods_per_job)
     )
     DailyBill.objects.bulk_create(
-        DailyBill(job=j, spec=spec, day=date(2026, 12, 1), pay_type="spot", minutes=10, amount=Decimal("1.5"),
-                  on_demand_amount=Decimal("3")) for j in jobs[:100]
+        DailyBill.of(j, spec=spec, day=date(2026, 12, 1), pay_type="spot", minutes=10, amount=Decimal("1.5"),
+                     on_demand_amount=Decimal("3")) for j in jobs[:100]
     )
 
 
@@ -86,10 +86,12 @@ def test_the_list_polls_while_a_job_is_not_final_and_stops_after(alice_client, a
 
 def test_a_running_job_is_listed_running_in_quota_with_its_cost(alice_client, alice):
     job = run(quota_job(alice, "bert", oversold="AcceptQuotaOverSold"))
-    DailyBill.objects.create(job=job, spec=job.specs.get().spec, day=date.today(), pay_type="postpaid", minutes=3,
-                             amount=Decimal("1.25"), on_demand_amount=Decimal("1.25"))
-    DailyBill.objects.create(job=job, spec=job.specs.get().spec, day=date.today() - timedelta(days=1), pay_type="spot",
-                             minutes=3, amount=Decimal("2.50"), on_demand_amount=Decimal("5"))
+    DailyBill.objects.bulk_create([
+        DailyBill.of(job, spec=job.specs.get().spec, day=date.today(), pay_type="postpaid", minutes=3,
+                     amount=Decimal("1.25"), on_demand_amount=Decimal("1.25")),
+        DailyBill.of(job, spec=job.specs.get().spec, day=date.today() - timedelta(days=1), pay_type="spot",
+                     minutes=3, amount=Decimal("2.50"), on_demand_amount=Decimal("5")),
+    ])
     row = alice_client.get("/jobs/", HTTP_HX_REQUEST="true").content.decode()
     assert job.status == "Running"
     assert '<span class="badge s-running">Running</span>' in row

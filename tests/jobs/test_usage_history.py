@@ -1,14 +1,17 @@
 """jobs.usage_history against hand-computed figures: GPU-hours of pods cut by the range at both ends,
-nearest-rank queueing percentiles, and preemptions with the work they lost."""
+read from the pods or from their daily roll-up alike, nearest-rank queueing percentiles, and
+preemptions with the work they lost."""
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
+from django.db.models import Q
 
-from jobs.models import Job, Pod, PodKind
-from jobs.states import PodStatus, PodSubStatus
-from jobs.usage_history import gpu_use, preemptions, queue_times
+from jobs.models import Accessibility, GpuDayUse, Job, Pod, PodKind
+from jobs.services import delete_job
+from jobs.states import JobStatus, PodStatus, PodSubStatus
+from jobs.usage_history import gpu_use, preemptions, queue_times, roll_up
 from quotas.models import Quota, Workspace
 from tests.pg_plans import plans_of, reads
 
@@ -16,6 +19,7 @@ pytestmark = pytest.mark.django_db
 
 DAY = datetime(2026, 3, 2, tzinfo=timezone.utc)  # the range: all of 2 March
 START, END = DAY, DAY + timedelta(days=1)
+FIRST = LAST = DAY.date()
 LATER = DAY + timedelta(days=3)
 
 
@@ -45,7 +49,13 @@ def hours_by(uses, key) -> dict:
     return {k: round(v, 6) for k, v in sums.items()}
 
 
-def test_gpu_hours_count_only_the_part_of_each_pod_inside_the_range(alice, bob):
+@pytest.fixture(params=[False, True], ids=["from the pods", "rolled up"])
+def settle(request):
+    """Before reading: nothing (the pods are summed one by one), or roll up the finished ones."""
+    return roll_up if request.param else lambda: 0
+
+
+def test_gpu_hours_count_only_the_part_of_each_pod_inside_the_range(alice, bob, settle):
     research = job(alice)
     pod(research, 8, PodKind.GUARANTEED, at(-2), at(2))  # cut at the start: 2 h x 8
     pod(job(bob, oversold_type="ForceQuotaOverSold"), 4, PodKind.IDLE, at(23), at(25.5))  # cut at the end: 1 h x 4
@@ -59,7 +69,8 @@ def test_gpu_hours_count_only_the_part_of_each_pod_inside_the_range(alice, bob):
     pod(vision, 0, PodKind.GUARANTEED, at(1), at(5))  # no GPU
     pod(vision, 8, PodKind.GUARANTEED, None, None)  # never started
 
-    uses = gpu_use(Job.objects.all(), START, END, now=LATER)
+    settle()
+    uses = gpu_use(Q(), FIRST, LAST, now=LATER)
 
     assert hours_by(uses, lambda u: u.source) == {"guaranteed": 16 + 1.5, "idle": 4, "spot": 48, "public": 12}
     names = {w.pk: w.name for w in Workspace.objects.all()}
@@ -69,11 +80,50 @@ def test_gpu_hours_count_only_the_part_of_each_pod_inside_the_range(alice, bob):
     assert hours_by(uses, lambda u: quotas[u.quota_id]) == {"nlp-team": 20, "cv-team": 1.5, "public": 60}
 
 
-def test_a_running_pod_counts_up_to_now_and_the_jobs_given_limit_the_sum(alice, bob):
+def test_a_running_pod_counts_up_to_now_and_the_jobs_given_limit_the_sum(alice, bob, settle):
     pod(job(alice), 8, PodKind.GUARANTEED, at(6), None)
+    pod(job(alice), 1, PodKind.GUARANTEED, at(1), at(2))
     pod(job(bob), 2, PodKind.GUARANTEED, at(6), None)
-    uses = gpu_use(Job.objects.filter(user=alice), START, END, now=at(9.5))
-    assert hours_by(uses, lambda u: u.user_id) == {alice.pk: 8 * 3.5}
+    pod(job(bob), 2, PodKind.GUARANTEED, at(1), at(3))
+    settle()
+    uses = gpu_use(Q(user=alice), FIRST, LAST, now=at(9.5))
+    assert hours_by(uses, lambda u: u.user_id) == {alice.pk: 8 * 3.5 + 1}
+
+
+def test_a_roll_up_splits_a_pod_at_utc_midnights_and_counts_each_pod_once(alice, bob):
+    long = pod(job(alice), 2, PodKind.GUARANTEED, at(-6), at(30))  # 6 h on 1 March, 24 h, 6 h on 3 March
+    pod(job(alice), 4, PodKind.GUARANTEED, at(1), at(2))
+    running = pod(job(bob), 8, PodKind.IDLE, at(20), None)
+
+    assert roll_up() == 2 and roll_up() == 0
+    by_day = {}
+    for row in GpuDayUse.objects.all():
+        by_day[row.day.isoformat()] = by_day.get(row.day.isoformat(), 0) + row.gpu_seconds / 3600
+    assert by_day == {"2026-03-01": 12, "2026-03-02": 48 + 4, "2026-03-03": 12}
+    assert Pod.objects.get(pk=long.pk).rolled_up and not Pod.objects.get(pk=running.pk).rolled_up
+    # Three days from the roll-up, and the running pod from its row up to now.
+    uses = gpu_use(Q(), FIRST - timedelta(days=1), LAST + timedelta(days=1), now=at(26))
+    assert hours_by(uses, lambda u: u.user_id) == {alice.pk: 12 + 52 + 12, bob.pk: 8 * 6}
+
+    # A pod that ends later is rolled up then, into the rows already there.
+    Pod.objects.filter(pk=running.pk).update(finished_at=at(22), status=PodStatus.SUCCEEDED)
+    assert roll_up() == 1
+    assert hours_by(gpu_use(Q(), FIRST, LAST, now=LATER), lambda u: u.source) == {"guaranteed": 52, "idle": 16}
+    assert GpuDayUse.objects.filter(day=FIRST, user=alice).count() == 1
+
+
+def test_a_deleted_job_leaves_the_roll_up_as_it_leaves_the_pods(alice, settle):
+    kept, deleted = job(alice), job(alice, accessibility=Accessibility.PRIVATE)
+    pod(kept, 1, PodKind.GUARANTEED, at(1), at(3))
+    pod(deleted, 8, PodKind.GUARANTEED, at(1), at(3))
+    pod(deleted, 8, PodKind.GUARANTEED, at(20), at(28))
+    Job.objects.filter(pk__in=[kept.pk, deleted.pk]).update(status=JobStatus.SUCCEEDED)
+    settle()
+
+    delete_job(alice, deleted)
+
+    assert hours_by(gpu_use(Q(), FIRST, LAST + timedelta(days=1), now=LATER), lambda u: u.user_id) == {alice.pk: 2}
+    assert not GpuDayUse.objects.filter(accessibility=Accessibility.PRIVATE).exists()
 
 
 def test_queueing_percentiles_are_nearest_rank_per_quota(alice):
@@ -112,14 +162,42 @@ def test_preemptions_cost_the_gpu_hours_since_the_last_checkpoint_or_the_start(a
 
 
 
+def test_rows_two_roll_ups_added_for_one_key_are_folded_and_forget_takes_from_both(alice):
+    first, second = job(alice), job(alice)
+    pod(first, 1, PodKind.GUARANTEED, at(1), at(2))
+    roll_up()
+    pod(second, 2, PodKind.GUARANTEED, at(3), at(4))
+    row = GpuDayUse.objects.get()
+    GpuDayUse.objects.create(day=row.day, workspace_id=row.workspace_id, quota_id=row.quota_id, user=alice,
+                             accessibility=row.accessibility, kind=row.kind, gpu_seconds=3600)  # as a twin roll-up would
+    roll_up()
+    assert [r.gpu_seconds for r in GpuDayUse.objects.all()] == [3600 * 4]
+
+    Job.objects.filter(pk=second.pk).update(status=JobStatus.SUCCEEDED)
+    delete_job(alice, second)
+    assert [r.gpu_seconds for r in GpuDayUse.objects.all()] == [3600 * 2]
+
+
+def test_the_beat_rolls_up_finished_pods_every_minute(settings, alice):
+    from jobs.tasks import roll_up_usage
+
+    entry = {e["task"]: e for e in settings.CELERY_BEAT_SCHEDULE.values()}["jobs.tasks.roll_up_usage"]
+    assert entry["schedule"] == 60 and entry["options"]["queue"] == "default"
+    pod(job(alice), 1, PodKind.GUARANTEED, at(1), at(2))
+    assert roll_up_usage() == 1 and GpuDayUse.objects.get().gpu_seconds == 3600
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the covering indexes are PostgreSQL's")
 def test_the_usage_sums_read_their_covering_indexes(alice):
     """A change to a filter (an OR, a parameter in place of EndOrNever's constant) or to an index would
     leave the Usage page reading every job and pod row, with no other sign until there are many."""
     jobs = Job.objects.filter(workspace__in=Workspace.objects.values("pk"))
 
-    pods = plans_of(lambda: gpu_use(jobs, START, END, LATER), only="pod_end_covering")
-    assert reads(pods, "pod_end_covering") and "Index Cond: (COALESCE(finished_at, 'infinity'" in pods, pods
+    who = Q(workspace__in=Workspace.objects.values("pk"))
+    pods = plans_of(lambda: gpu_use(who, FIRST, LAST, LATER), only="pod_unrolled_covering")
+    assert reads(pods, "pod_unrolled_covering") and "Index Cond: (COALESCE(finished_at, 'infinity'" in pods, pods
+    rolled = plans_of(lambda: gpu_use(who, FIRST, LAST, LATER), only="gpu_day_use_covering")
+    assert reads(rolled, "gpu_day_use_covering"), rolled
     running = plans_of(lambda: queue_times(jobs, START, END), only="job_running_covering")
     assert reads(running, "job_running_covering") and "Index Cond: ((running_at >=" in running, running
     # The scope's side as the sums join it.

@@ -3,7 +3,7 @@ from decimal import Decimal
 
 import pytest
 
-from jobs.models import PodKind, Source
+from jobs.models import Accessibility, Job, PodKind, Source
 from jobs.states import JobStatus, PodStatus
 from quotas.models import Node
 from spot.bills import bill_jobs, job_cost
@@ -44,6 +44,16 @@ def test_a_spot_job_pays_each_running_minute_of_every_pod_incarnation_at_that_mi
     assert (bill.minutes, bill.amount, bill.on_demand_amount, bill.savings) == (
         8, Decimal("0.250000"), Decimal("1.176000"), Decimal("0.926000"))
     assert bill.tags == {"acs:pai:dlc:payType": "spot"}
+
+
+def test_a_bill_carries_its_jobs_workspace_user_and_accessibility_the_usage_page_selects_it_by(market):
+    job = make_job(status=JobStatus.RUNNING, discount=Decimal("0.5"))
+    Job.objects.filter(pk=job.pk).update(accessibility=Accessibility.PRIVATE)
+    run_pod(job, public_nodes(A10)[0], started_at=at(10, 0), finished_at=at(10, 2))
+    bill_jobs(DAY, now=at(11))
+    bill_jobs(DAY, now=at(12))  # a later run updates the same bill
+    bill = DailyBill.objects.get()
+    assert (bill.workspace.name, bill.user.username, bill.accessibility) == ("ml-research", "bob", "PRIVATE")
 
 
 def test_a_pay_as_you_go_job_pays_on_demand_and_a_quota_job_is_not_billed(market):

@@ -6,8 +6,9 @@
 Steps: a fresh database of the run's own (bench/harness.configure), the demo cluster, then `--jobs`
 finished and running jobs bulk-created over the last 30 days across its workspaces, quotas, users
 and sources (guaranteed, idle, spot, public), with one or two pods each, some of them preempted, and
-a daily bill for each spot and pay-as-you-go job; the finished pods are rolled up by day. Then the page is fetched through Django's test
-client (the whole request: middleware, the queries, the Plotly figures, the template) as staff (every
+a daily bill for each spot and pay-as-you-go job; the finished pods are rolled up by day. Then the
+page is fetched through Django's test client (the whole request: middleware, the queries, the
+Plotly figures, the template) as staff (every
 workspace of the tenant) and as a plain member, over the default 7 days and over 30 days, and the
 median and fastest of `--repeat` fetches are printed, with the machine's reference loop.
 """

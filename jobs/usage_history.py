@@ -95,6 +95,7 @@ def gpu_use(who: Q, first: date, last: date, now: datetime) -> list[GpuUse]:
 
 
 def midnight(day: date) -> datetime:
+    """The UTC day's start: usage ranges and roll-ups are whole UTC days."""
     return datetime.combine(day, time.min, tzinfo=UTC)
 
 

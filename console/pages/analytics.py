@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -22,7 +22,7 @@ from django.utils import timezone
 from console.forms import UsageRangeForm
 from console.pages.base import current_workspace, page
 from console.pages.billing import as_text
-from jobs.usage_history import SOURCES, gpu_use, preemptions, queue_times
+from jobs.usage_history import SOURCES, gpu_use, midnight, preemptions, queue_times
 from quotas.models import Quota
 from quotas.services import usage_scope
 from spot.spend import spend_by_day
@@ -70,8 +70,7 @@ class Range:
 
 def chosen_range(form: UsageRangeForm) -> Range:
     first, last = form.cleaned_data["from"], form.cleaned_data["to"]
-    start = datetime.combine(first, time.min, tzinfo=dt_timezone.utc)
-    return Range(first, last, start, datetime.combine(last + timedelta(days=1), time.min, tzinfo=dt_timezone.utc))
+    return Range(first, last, midnight(first), midnight(last + timedelta(days=1)))
 
 
 @login_required

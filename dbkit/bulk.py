@@ -100,11 +100,13 @@ def _preparer(field):
 
 @dataclass(frozen=True)
 class Insert:
-    """Rows of these columns (field names) for model's table (insert_rows)."""
+    """Rows of these columns (field names) for model's table (insert_rows). `on_conflict`: a clause
+    that follows the rows, in the syntax PostgreSQL and SQLite share (`ON CONFLICT (...) DO ...`)."""
 
     model: type
     columns: tuple[str, ...]
     rows: list[tuple]
+    on_conflict: str = ""
 
 
 def insert_rows(*inserts: Insert) -> None:
@@ -127,7 +129,7 @@ def insert_rows(*inserts: Insert) -> None:
                 fields = [i.model._meta.get_field(name) for name in i.columns]
                 payload, source = _json_rows(fields, i.rows)
                 statements.append(f"INSERT INTO {q(i.model._meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "
-                                  f"SELECT * FROM {source}")
+                                  f"SELECT * FROM {source} {i.on_conflict}")
                 params.append(payload)
             with_queries = ", ".join(f"i{n} AS ({sql})" for n, sql in enumerate(statements[:-1]))
             cursor.execute((f"WITH {with_queries} " if with_queries else "") + statements[-1], params)
@@ -136,7 +138,7 @@ def insert_rows(*inserts: Insert) -> None:
             fields = [i.model._meta.get_field(name) for name in i.columns]
             prepare = [_preparer(f) for f in fields]
             cursor.executemany(f"INSERT INTO {q(i.model._meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "
-                               f"VALUES ({', '.join(['%s'] * len(fields))})",
+                               f"VALUES ({', '.join(['%s'] * len(fields))}) {i.on_conflict}",
                                [[p(v) for p, v in zip(prepare, row)] for row in i.rows])
 
 

@@ -7,8 +7,11 @@ part again in chunks cut differently; reading skips whatever was already returne
 import logging
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Q
+from django.utils import timezone
 
+from dbkit import bulk
 from jobs.models import Pod, PodLog
 
 log = logging.getLogger(__name__)
@@ -30,20 +33,26 @@ class LogPage:
 def store_chunks(chunks: list[dict]) -> int:
     """Store [{pod_id, offset, text}, ...]; returns how many were for known pods."""
     pods = dict(Pod.objects.filter(pod_id__in={c["pod_id"] for c in chunks}).values_list("pod_id", "pk"))
-    rows = []
+    longest: dict[tuple[int, int], tuple] = {}
     for c in chunks:
         if c["pod_id"] not in pods:
             log.warning("log chunk for unknown pod %s dropped", c["pod_id"])
             continue
-        size = len(c["text"].encode())
-        rows.append(PodLog(pod_id=pods[c["pod_id"]], offset=c["offset"], end=c["offset"] + size, text=c["text"]))
-    # ignore_conflicts: the same chunk may arrive twice (a redelivered message).
-    PodLog.objects.bulk_create(rows, ignore_conflicts=True)
-    for row in rows:
-        # A restarted agent re-ships from an earlier offset, possibly in a longer chunk: keep the
-        # longer one, or the bytes past the shorter one's end would be a gap forever.
-        PodLog.objects.filter(pod_id=row.pod_id, offset=row.offset, end__lt=row.end).update(end=row.end, text=row.text)
-    return len(rows)
+        key = (pods[c["pod_id"]], c["offset"])
+        row = (*key, c["offset"] + len(c["text"].encode()), c["text"])
+        if key not in longest or longest[key][2] < row[2]:
+            longest[key] = row
+    if longest:
+        # The same chunk may arrive twice (a redelivered message), and a restarted agent re-ships
+        # from an earlier offset, possibly in a longer chunk: keep the longer one, or the bytes past
+        # the shorter one's end would be a gap forever. One statement for the whole batch.
+        q = connection.ops.quote_name
+        keep_longer = (f"ON CONFLICT ({q('pod_id')}, {q('offset')}) DO UPDATE SET {q('end')} = excluded.{q('end')}, "
+                       f"{q('text')} = excluded.{q('text')} WHERE {q(PodLog._meta.db_table)}.{q('end')} < excluded.{q('end')}")
+        now = timezone.now()
+        bulk.insert_rows(bulk.Insert(PodLog, ("pod", "offset", "end", "text", "received_at"),
+                                     [(*row, now) for row in longest.values()], on_conflict=keep_longer))
+    return sum(1 for c in chunks if c["pod_id"] in pods)
 
 
 def read_logs(pod: Pod, offset: int = 0, limit: int = DEFAULT_LIMIT) -> LogPage:

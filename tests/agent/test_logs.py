@@ -53,3 +53,24 @@ def test_non_ascii_logs_keep_their_byte_offsets(pod):
 
 def test_chunks_of_unknown_pods_are_dropped(pod):
     assert logs.store_chunks([{"pod_id": "nope", "offset": 0, "text": "x"}]) == 0
+
+
+def test_a_shorter_chunk_shipped_again_at_an_offset_never_shortens_the_stored_one(pod):
+    logs.store_chunks([chunk(pod, 0, "ab\ncd\n")])
+    logs.store_chunks([chunk(pod, 0, "ab\n"), chunk(pod, 0, "ab\ncd\nef\n"), chunk(pod, 0, "ab\ncd\n")])
+    logs.store_chunks([chunk(pod, 0, "ab\n")])
+    assert logs.read_all(pod) == "ab\ncd\nef\n"
+    assert pod.log_chunks.count() == 1
+
+
+def test_a_batch_is_stored_in_two_statements_however_many_chunks_it_holds(pod, make_pod, spec,
+                                                                           django_assert_num_queries):
+    # The pods' lookup and one insert: an agent ships the chunks of all its pods in one batch.
+    others = [make_pod(Node.objects.create(name=f"n{i}", spec=spec)) for i in range(5)]
+    first = [chunk(p, 0, "step 1\n") for p in [pod, *others]]
+    with django_assert_num_queries(2):
+        logs.store_chunks(first)
+    again = [*first, *(chunk(p, 7, "step 2\n") for p in [pod, *others])]
+    with django_assert_num_queries(2):
+        assert logs.store_chunks(again) == 12
+    assert [logs.read_all(p) for p in others] == ["step 1\nstep 2\n"] * 5

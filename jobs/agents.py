@@ -68,6 +68,12 @@ class Sender:
     def simulated(self) -> bool:
         return self.name == SIMULATED
 
+    def nodes(self):
+        """The nodes whose pods this agent runs: every simulated node for the simulated agent."""
+        if self.simulated:
+            return Node.objects.filter(executor=Executor.SIMULATED)
+        return Node.objects.filter(name=self.name)
+
 
 def opened(task: str, envelope, now: float | None = None):
     """(sender, body) of a verified envelope; (None, None) when it is refused, which is logged."""
@@ -89,10 +95,9 @@ def own_pods(sender: Sender, task: str, items: list) -> list:
     if not isinstance(items, list):
         return []
     ids = {item.get("pod_id") for item in items if isinstance(item, dict)}
-    nodes = Node.objects.filter(**({"executor": Executor.SIMULATED} if sender.simulated else {"name": sender.name}))
     # The sender's nodes first, then the pods by id: as one join PostgreSQL could plan it from the
     # nodes and read every pod ever bound to them.
-    theirs = set(nodes.values_list("pk", flat=True))
+    theirs = set(sender.nodes().values_list("pk", flat=True))
     owned = {pod_id for pod_id, node in Pod.objects.filter(pod_id__in=ids).values_list("pod_id", "node_id")
              if node in theirs}
     kept = [item for item in items if isinstance(item, dict) and item.get("pod_id") in owned]

@@ -12,7 +12,6 @@ import json
 from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -24,7 +23,7 @@ from apikit.schema import PAGING, sdk_action
 from apikit.views import SdkView
 from jobs import services
 from jobs.logs import read_logs
-from jobs.models import Accessibility, Job, JobSpec, Pod
+from jobs.models import Accessibility, Job, Pod
 
 # CreateJob's idempotency key (PAI's CreateJobRequest has no ClientToken): an x-acs-* header, so the
 # signature must cover it. A retry with the same one answers the same JobId.
@@ -37,18 +36,8 @@ JOB_SORT = {"GmtCreateTime": "created_at", "GmtFinishTime": "finished_at", "Disp
             "JobType": "job_type", "Status": "status"}
 
 
-def _with_shape_data(jobs, *, detail: bool):
-    pods = Pod.objects.select_related("node") if detail else Pod.objects.filter(current=True).select_related("node")
-    # The specs with their resource spec in one query, not a prefetch level each.
-    specs = JobSpec.objects.select_related("spec")
-    jobs = jobs.select_related("workspace", "quota", "user").prefetch_related(
-        Prefetch("specs", queryset=specs), Prefetch("pods", queryset=pods)
-    )
-    return jobs.prefetch_related("status_history", "restarts") if detail else jobs
-
-
 def get_visible_job(user, job_id: str, *, detail: bool = False) -> Job:
-    job = _with_shape_data(services.visible_jobs(user), detail=detail).filter(job_id=job_id).first()
+    job = shapes.with_shape_data(services.visible_jobs(user), detail=detail).filter(job_id=job_id).first()
     if job is None:
         raise not_found("Job", job_id)
     return job
@@ -90,7 +79,7 @@ class JobsView(SdkView):
         field = JOB_SORT[params.choice(q, "SortBy", JOB_SORT, default="GmtCreateTime")]
         prefix = "-" if params.order(q) == "desc" else ""
         jobs = jobs.order_by(f"{prefix}{field}", f"{prefix}pk")
-        rows, total = paginate(_with_shape_data(jobs, detail=False), page_of(q, max_size=100))
+        rows, total = paginate(shapes.with_shape_data(jobs, detail=False), page_of(q, max_size=100))
         return self.reply(request, {"Jobs": [shapes.job_item(job) for job in rows], "TotalCount": total})
 
 

@@ -25,6 +25,7 @@ worker it keeps is running and rank 0 stays the same pod; else it restarts as ab
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from jobs import dispatch
@@ -111,13 +112,14 @@ def unbound_workers(job_ids) -> dict[tuple[str, str, int], int]:
         "pk", "job__job_id", "role", "index")}
 
 
-def summary(job: Job) -> dict | None:
+def summary(job: Job, pods: Iterable[Pod]) -> dict | None:
     """An elastic job's workers now and its range, as the console and the API show them; None for
-    a job that is not elastic. Reads job.pods.all(), so a prefetched list costs no query."""
+    a job that is not elastic. `pods`: the job's pods as the caller already read them (all of them,
+    or at least the current ones)."""
     found = job.elastic_range
     if found is None:
         return None
-    current = sum(1 for p in job.pods.all() if p.current and p.node_id is not None and p.status in LIVE_STATUSES)
+    current = sum(1 for p in pods if p.current and p.node_id is not None and p.status in LIVE_STATUSES)
     return {"current": current, "min": found[0], "max": found[1]}
 
 

@@ -175,7 +175,7 @@ def detail_context(request, job: Job) -> dict:
         "live": job.status not in FINAL, "events": events, "history": history, "restarts": list(job.restarts.all()),
         "can_stop": job.status not in FINAL and can_change(request.user, job), "linked": linked_jobs(request.user, texts),
         "running_since": running_since(job, history), "status": status_label(job),
-        "elastic": elastic.summary(job), "resizes": [redact(e, hidden) for e in elastic.resizes(job)],
+        "elastic": elastic.summary(job, [r["pod"] for r in pods]), "resizes": [redact(e, hidden) for e in elastic.resizes(job)],
     }
 
 

@@ -110,15 +110,14 @@ def test_an_elastic_job_ends_whole_when_a_reclaim_takes_a_worker_within_its_mini
 
 def test_the_job_page_and_get_job_show_its_workers_now_its_range_and_each_resize(
         alice, bob, cycle, reports, sent, client):
-    from api.job_shapes import job_detail, job_item
+    from api.job_shapes import job_detail, job_item, with_shape_data
 
     job = running_borrower(bob, cycle, reports, sent)
     lender = reclaim_one_node(alice, cycle, sent)
     reports(*[report(p, "Failed", exit_code=143) for p in current(job)])
-    job = Job.objects.get(pk=job.pk)
-    body = job_detail(job)
+    body = job_detail(with_shape_data(Job.objects, detail=True).get(pk=job.pk))
     assert body["ElasticWorkers"] == {"Current": 1, "MinParallelism": 1, "MaxParallelism": 2}
-    assert job_item(job)["ElasticWorkers"]["Current"] == 1
+    assert job_item(with_shape_data(Job.objects, detail=False).get(pk=job.pk))["ElasticWorkers"]["Current"] == 1
     (resize,) = body["ElasticResizes"]
     assert resize["Message"] == f"Shrunk from 2 to 1 workers: reclaimed by quota cv-team for job {lender.job_id}"
 
@@ -129,9 +128,10 @@ def test_the_job_page_and_get_job_show_its_workers_now_its_range_and_each_resize
 
 
 def test_a_job_that_is_not_elastic_shows_no_workers_range(bob, cycle):
-    from api.job_shapes import job_detail
+    from api.job_shapes import job_detail, with_shape_data
 
-    body = job_detail(create_job(bob, make_request(pods=1)))
+    job = create_job(bob, make_request(pods=1))
+    body = job_detail(with_shape_data(Job.objects, detail=True).get(pk=job.pk))
     assert (body["ElasticWorkers"], body["ElasticResizes"]) == (None, None)
 
 

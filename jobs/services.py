@@ -8,6 +8,7 @@ happen only after the transaction commits.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import string
@@ -303,11 +304,11 @@ class _Validation:
             self.error("user_command", "is required: the command every pod runs unless its role sets one")
         elif len(req.user_command) > COMMAND_MAX:
             self.error("user_command", f"is {len(req.user_command)} characters long; at most {COMMAND_MAX} allowed")
-        _choice(self, "job_type", req.job_type, JobType.values)
+        _choice(self, "job_type", req.job_type, JobType)
         if not _int_between(req.priority, 1, 9):
             self.error("priority", f"must be an integer from 1 to 9 (9 is the highest), got {req.priority!r}")
-        _choice(self, "resource_type", req.resource_type, ResourceType.values)
-        _choice(self, "source", req.source, Source.values)
+        _choice(self, "resource_type", req.resource_type, ResourceType)
+        _choice(self, "source", req.source, Source)
 
     def _workspace(self) -> None:
         # All of the user's memberships (a few) in workspace order, chosen from here.
@@ -329,8 +330,8 @@ class _Validation:
 
     def _source_and_quota(self) -> None:
         req = self.req
-        if req.oversold_type is not None and req.oversold_type not in OversoldType.values:
-            self.error("oversold_type", f"must be one of {', '.join(OversoldType.values)}, got {req.oversold_type!r}")
+        if req.oversold_type is not None and req.oversold_type not in _allowed(OversoldType):
+            self.error("oversold_type", f"must be one of {', '.join(_allowed(OversoldType))}, got {req.oversold_type!r}")
         if req.source != Source.QUOTA:
             if req.quota_id:
                 self.error("quota_id", f"is only for source 'quota' (Resource Quota), not {req.source!r}")
@@ -441,7 +442,7 @@ class _Validation:
         req = self.req
         if not isinstance(req.description, str) or len(req.description) > DESCRIPTION_MAX:
             self.error("description", f"must be text of at most {DESCRIPTION_MAX} characters")
-        _choice(self, "accessibility", req.accessibility, Accessibility.values)
+        _choice(self, "accessibility", req.accessibility, Accessibility)
         if problem := tags_problem(req.tags):
             self.error("tags", problem)
         if not isinstance(req.elastic_spec, dict):
@@ -478,8 +479,8 @@ class _Validation:
 
     def _fault_tolerance(self) -> None:
         req = self.req
-        _choice(self, "ft_run_type", req.ft_run_type, RunType.values)
-        _choice(self, "ft_policy", req.ft_policy, FaultTolerancePolicy.values)
+        _choice(self, "ft_run_type", req.ft_run_type, RunType)
+        _choice(self, "ft_policy", req.ft_policy, FaultTolerancePolicy)
         if not _int_between(req.ft_max_restarts, 0, 100):
             self.error("ft_max_restarts", f"must be 0 to 100, got {req.ft_max_restarts!r}")
         if not _int_between(req.ft_hang_interval_s, 60, 86400):
@@ -566,7 +567,7 @@ class _RoleCheck:
             if bids:
                 self.error("spot_strategy", "a bid is only for source 'spot' (Preemptible Resources)")
             return
-        if self.spec is None or req.resource_type not in ResourceType.values:
+        if self.spec is None or req.resource_type not in _allowed(ResourceType):
             return
         if not self.spec.nodes.filter(quota=None).exists():
             pools = ", ".join(ResourceSpec.objects.filter(resource_type=req.resource_type, nodes__quota=None)
@@ -665,9 +666,15 @@ def tags_problem(tags) -> str | None:
     return None
 
 
-def _choice(check: _Validation, name: str, value: Any, allowed) -> None:
-    if value not in allowed:
-        check.error(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+def _choice(check: _Validation, name: str, value: Any, choices: type) -> None:
+    if value not in _allowed(choices):
+        check.error(name, f"must be one of {', '.join(_allowed(choices))}, got {value!r}")
+
+
+@functools.cache
+def _allowed(choices: type) -> tuple[str, ...]:
+    """A choices class's values: Django's `.values` builds a new list at every call, nine a job."""
+    return tuple(choices.values)
 
 
 def _short_texts(value: Any) -> bool:

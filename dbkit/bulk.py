@@ -75,7 +75,8 @@ def _json_rows(fields: list, rows: list[tuple]) -> tuple[str, str]:
 
 def _json_payload(fields: list, rows: list[tuple]) -> str:
     prepare = [_json_preparer(f) for f in fields]
-    return json.dumps([{f"v{i}": p(v) for i, (p, v) in enumerate(zip(prepare, row))} for row in rows])
+    keys = [f"v{i}" for i in range(len(fields))]  # once, not again for every value of every row
+    return json.dumps([{k: p(v) for k, p, v in zip(keys, prepare, row)} for row in rows])
 
 
 def _json_source(fields: list) -> str:

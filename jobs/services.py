@@ -330,8 +330,8 @@ class _Validation:
 
     def _source_and_quota(self) -> None:
         req = self.req
-        if req.oversold_type is not None and req.oversold_type not in _allowed(OversoldType):
-            self.error("oversold_type", f"must be one of {', '.join(_allowed(OversoldType))}, got {req.oversold_type!r}")
+        if req.oversold_type is not None:
+            _choice(self, "oversold_type", req.oversold_type, OversoldType)
         if req.source != Source.QUOTA:
             if req.quota_id:
                 self.error("quota_id", f"is only for source 'quota' (Resource Quota), not {req.source!r}")

@@ -78,9 +78,8 @@ def worker(step_s: float, ckpt_every: int, ckpt_dir: str | None = None) -> int:
         samples = state["samples"]
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-    group.sync(model, optimizer)
     current = {"step": step, "samples": samples}
-    current.update(group.broadcast_object(current))
+    current.update(group.resync(model, optimizer, value=current))
 
     def snapshot():
         return current["step"], {"samples": current["samples"], "model": model.state_dict(),
@@ -89,8 +88,7 @@ def worker(step_s: float, ckpt_every: int, ckpt_dir: str | None = None) -> int:
     def regrouped():
         if rank == 0:
             _event(log, "stop", current["step"], world)
-        group.sync(model, optimizer)
-        current.update(group.broadcast_object(current))
+        current.update(group.resync(model, optimizer, value=current))
         return current["step"]
 
     if rank == 0:
@@ -252,7 +250,10 @@ def _phase(services, cluster, kind, schedule, seconds, step_s, ckpt_every, grace
         while pending and time.monotonic() - began >= pending[0][0]:
             lenders.append(_submit_lender(cluster, pending.pop(0)[1]))
         time.sleep(0.2)
-    stop_job(cluster["team"].user, Job.objects.get(pk=job.pk))
+    job = Job.objects.get(pk=job.pk)
+    if job.status in ("Stopped", "Failed", "Succeeded"):
+        raise RuntimeError(f"the {kind} borrower ended by itself: {_why(job)}")
+    stop_job(cluster["team"].user, job)
     services.wait(lambda: Job.objects.filter(pk=job.pk, status__in=("Stopped", "Failed", "Succeeded")).exists(),
                   "the borrower to stop", timeout=180, interval=0.2)
     for lender in lenders:  # a lender still queued or running must not hold the next phase's nodes
@@ -262,6 +263,14 @@ def _phase(services, cluster, kind, schedule, seconds, step_s, ckpt_every, grace
     services.wait(lambda: not Job.objects.filter(pk__in=[j.pk for j in lenders]).exclude(
         status__in=("Succeeded", "Failed", "Stopped")).exists(), "the lender's jobs to end", timeout=180)
     return _figures(Job.objects.get(pk=job.pk), lenders, pod_root, kind)
+
+
+def _why(job) -> str:
+    """The job's reason and each of its pods' ends, for a borrower that ended before its stop."""
+    from jobs.models import PodEvent
+
+    events = PodEvent.objects.filter(pod__job=job).order_by("at").values_list("pod__pod_id", "reason", "message")
+    return f"{job.status} {job.reason_code}: {job.reason_message}\n" + "\n".join(" ".join(e) for e in events)
 
 
 def _figures(job, lenders, pod_root: Path, kind: str) -> dict:

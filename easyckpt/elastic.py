@@ -12,24 +12,25 @@ the store prefix "gen{G}/".
 
 The training loop::
 
-    group = easyckpt.ElasticGroup()              # joins the group of its start generation
-    group.sync(model, optimizer)                 # every rank starts from rank 0's state
-    step = group.broadcast_object(step)          # and at rank 0's step
+    group = easyckpt.ElasticGroup()                     # joins the group of its start generation
+    step = group.resync(model, optimizer, value=step)   # every rank from rank 0's state and step
     while True:
-        if group.poll():                         # top of each step: re-formed since the last call?
-            group.sync(model, optimizer)         # (and rebuild DDP here if it wraps the model)
-            step = group.broadcast_object(step)
+        if group.poll():                                # top of each step: re-formed since the last call?
+            step = group.resync(model, optimizer, value=step)  # (rebuild DDP here if it wraps the model)
         try:
-            loss = train_step(model, optimizer)  # its collectives run in the current group
-        except RuntimeError as error:            # a peer left: a shrink stopped it
-            group.recover(error)                 # the next generation's group, or the error again
-            group.sync(model, optimizer)
-            step = group.broadcast_object(step)
+            loss = train_step(model, optimizer)         # its collectives run in the current group
+        except RuntimeError as error:                   # a peer left: a shrink stopped it
+            group.recover(error)                        # the next generation's group, or the error again
+            step = group.resync(model, optimizer, value=step)
             continue
         step += 1
 
 A new worker runs the same code: its constructor returns once the kept workers have switched to
-its generation, and its first sync() meets their sync() after poll() or recover().
+its generation, and its first resync() meets their resync() after poll() or recover(). A shrink
+may stop a peer during a resync too (a worker's start-up is long, and the platform resizes
+whenever capacity moves): resync() then recovers and starts over by itself. Every rank of the old
+group fails in some collective of it, and each follows its recover() with a whole resync(), so all
+meet in the new generation at the same collective.
 
 Without OPENDLC_MEMBERSHIP_FILE (not an in-place job, or not on OpenDLC) the group is fixed:
 poll() is always False and recover() re-raises, so the same code runs anywhere. A lost peer is a
@@ -224,7 +225,7 @@ class ElasticGroup:
 
     def poll(self) -> bool:
         """Call once at the top of each training step. True when the group was re-formed: the
-        caller syncs its state (sync()) before the step. Without a resize it stats the membership
+        caller syncs its state (resync()) before the step. Without a resize it stats the membership
         file and, while a newer generation is pending, makes one store round trip."""
         if self._file is None:
             return False
@@ -276,6 +277,18 @@ class ElasticGroup:
                                     f"{type(tensor).__name__}; share Python values with "
                                     f"broadcast_object()")
                 dist.broadcast(tensor, src=0)
+
+    def resync(self, *things, value=None):
+        """sync(*things), then rank 0's `value` on every rank (broadcast_object): what every rank
+        does when the group forms or re-forms. A peer lost meanwhile is recovered from (recover())
+        and the whole resync starts over in the next generation; without a membership file the
+        error is raised, as recover() raises it."""
+        while True:
+            try:
+                self.sync(*things)
+                return self.broadcast_object(value)
+            except RuntimeError as error:
+                self.recover(error)
 
     def broadcast_object(self, value):
         """Rank 0's value of a Python object (a step counter, an optimizer's state), on every rank."""

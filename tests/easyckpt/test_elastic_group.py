@@ -31,17 +31,24 @@ WORKER = textwrap.dedent("""
         world = dist.group.WORLD  # a failed collective's frames hold its group, as gloo's do
         raise RuntimeError("this worker's connection to a peer failed")
 
+    def link_fails_in_first_broadcast():
+        broadcast = dist.broadcast
+        def failing_once(*args, **kwargs):
+            dist.broadcast = broadcast
+            own_link_fails()
+        dist.broadcast = failing_once
+
     log = open(sys.argv[1], "a", buffering=1)
     group = easyckpt.ElasticGroup(timeout_s=float(os.environ.get("GROUP_TIMEOUT", "60")))
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    group.sync(model, optimizer)
-    step = group.broadcast_object(0)
+    if os.environ.get("FAIL_AT") == "start":
+        link_fails_in_first_broadcast()
+    step = group.resync(model, optimizer, value=0)
     while step < int(os.environ.get("STEPS", "100000")):
         if group.poll():
-            group.sync(model, optimizer)
-            step = group.broadcast_object(step)
+            step = group.resync(model, optimizer, value=step)
         try:
             torch.manual_seed(step * 1000 + group.rank)  # each rank its own batch
             loss = model(torch.rand(8, 4)).pow(2).mean()
@@ -56,8 +63,7 @@ WORKER = textwrap.dedent("""
         except RuntimeError as error:
             log.write(json.dumps({"recovering": group.generation}) + "\\n")
             group.recover(error)
-            group.sync(model, optimizer)
-            step = group.broadcast_object(step)
+            step = group.resync(model, optimizer, value=step)
             continue
         step += 1
         checksum = round(sum(float(p.detach().sum()) for p in model.parameters()), 6)
@@ -203,6 +209,20 @@ def test_a_worker_waiting_in_a_collective_is_let_go_when_a_peer_recovers(job):
     job.tell("w0", generation=1, rank=0, world=2)
     job.tell("w1", generation=1, rank=1, world=2)
     job.wait(lambda: in_generation(job, "w0", 1)() and in_generation(job, "w1", 1)(), "the new group")
+    assert agree(job, ("w0", "w1"), 1)
+
+
+def test_a_peer_lost_while_the_workers_first_sync_their_state_is_recovered_from(job):
+    # A worker's start-up is long and the platform resizes whenever capacity moves: a shrink may
+    # stop a peer while the kept workers still copy rank 0's state, before their first step.
+    job.start("w0", rank=0, world=2, GROUP_TIMEOUT=GROUP_TIMEOUT_S, FAIL_AT="start")
+    job.start("w1", rank=1, world=2, GROUP_TIMEOUT=GROUP_TIMEOUT_S)
+    pid = job.procs["w0"].pid
+    job.tell("w0", generation=1, rank=0, world=2)
+    job.tell("w1", generation=1, rank=1, world=2)
+    job.wait(lambda: in_generation(job, "w0", 1)() and in_generation(job, "w1", 1)(), "the new group")
+    assert {s["generation"] for s in job.steps("w0")} == {1}  # no step before the group re-formed
+    assert {s["pid"] for s in job.steps("w0")} == {pid}
     assert agree(job, ("w0", "w1"), 1)
 
 

@@ -79,7 +79,9 @@ from __future__ import annotations
 
 import gc
 import heapq
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from itertools import islice
 
 from . import elastic, reservation
 from .capacity import CapacityView, Scope
@@ -315,7 +317,7 @@ class Cycle:
         """Give each job of `queues` its turn, the heads of all queues in one fair order
         (`key`, _head_key by default).
 
-        turn(job, rest) is True to go on with the queue, False to stop it (`rest` are the
+        turn(job, rest) is True to go on with the queue, False to stop it (`rest` iterates the
         jobs behind `job`, which the turn has dealt with). A turn changes only its own queue's
         key (its quota's borrowed share), so the keys of the other heads stay true.
         """
@@ -328,14 +330,16 @@ class Cycle:
             jobs = queues[name]
             job = jobs[pos[name]]
             pos[name] += 1
-            if turn(job, jobs[pos[name]:]) and pos[name] < len(jobs):
+            # Read only by a turn that stops its queue: a copy of the rest at every turn made a
+            # deep queue cost the square of its length.
+            if turn(job, islice(jobs, pos[name], None)) and pos[name] < len(jobs):
                 heapq.heappush(heap, (key(jobs[pos[name]]), name))
 
     def _guaranteed_pass(self, queues: dict[str, list[PendingJob]]) -> dict[str, list]:
         """Pass 1; returns the jobs left for pass 2, per queue, in queue order."""
         later: dict[str, list[PendingJob]] = {}
 
-        def turn(job: PendingJob, rest: list[PendingJob]) -> bool:
+        def turn(job: PendingJob, rest: Iterable[PendingJob]) -> bool:
             outcome = self._like_an_earlier_job("in quota", job, self._attempt_in_quota)
             if outcome == WAITS:
                 self._reserve(job)
@@ -352,7 +356,7 @@ class Cycle:
         self._in_fair_order(queues, turn)
         return later
 
-    def _idle_turn(self, job: PendingJob, rest: list[PendingJob]) -> bool:
+    def _idle_turn(self, job: PendingJob, rest: Iterable[PendingJob]) -> bool:
         """Pass 2: the job's idle placement, or its whole turn if pass 1 never reached it."""
         tried = job.job_id in self.own_tried
         if self._like_an_earlier_job(("idle", tried), job,
@@ -461,7 +465,7 @@ class Cycle:
         quota = self.tree.quotas.get(job.quota_id or "")
         return quota is not None and quota.queue_strategy == STRICT_FIFO
 
-    def _hold_behind(self, head: PendingJob, rest: list[PendingJob]) -> None:
+    def _hold_behind(self, head: PendingJob, rest: Iterable[PendingJob]) -> None:
         why = self.waiting[head.job_id][1]
         for job in rest:
             self._wait(job, HELD_BEHIND_HEAD,

@@ -49,10 +49,14 @@ from jobs.cycle_requests import request_cycle
 from jobs.logs import read_logs
 from jobs.models import (FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source, incarnation_id,
                          pod_name)
-from jobs.states import JobStatus
+from jobs.states import LIVE_STATUSES, JobStatus
 from quotas.models import NodeStatus
 
 log = logging.getLogger(__name__)
+
+# Stops that end a pod evicted and take its whole job down; a resize's (Shrunk) leaves the job
+# running at its new size (jobs/elastic.py).
+EVICTIONS = tuple(r for r in dispatch.EVICTING_REASONS if r not in dispatch.RESIZING)
 
 Cause = RestartRecord.Cause
 COUNTED = frozenset({Cause.FAILURE, Cause.NODE_LOST, Cause.HANG})
@@ -371,6 +375,8 @@ def after_pod_failure(job: Job, pod: Pod, *, exit_code: int | None, reason: str,
     config = config_for(job)
     if pod.preempted:
         return restart_or_fail(job, config, preemption_cause(pod), preemption_message(pod), now, pod=pod)
+    if (evicted := evicted_peer(job, pod)) is not None:
+        return restart_or_fail(job, config, preemption_cause(evicted), preemption_message(evicted), now, pod=pod)
     what = failure_text(pod.pod_id, exit_code, message)
     verdict = judge(config, exit_code=exit_code, reason=reason, text=f"{message}\n{log_tail(pod)}")
     if not verdict.retry:
@@ -417,6 +423,15 @@ def begin_restart(job: Job, config: FtConfig, cause: str, message: str, now: dat
     transaction.on_commit(RESTARTS.labels(cause).inc)  # not for a restart whose transaction rolls back
     return record, history.transition(job, JobStatus.RESTARTING, reason=f"Restart{cause}",
                                    message=f"AIMaster {label} ({cause}): {message}", at=now)
+
+
+def evicted_peer(job: Job, pod: Pod) -> Pod | None:
+    """Another current pod of the job that a preemption, a spot release or a drain is stopping,
+    when `pod` failed: a gang's workers share collectives, so the peers of a stopped worker fail
+    too, and one's end may be applied before the evicted pod's own. Then the eviction is the
+    cause, whichever end came first."""
+    return (job.pods.filter(current=True, terminating=True, status__in=LIVE_STATUSES,
+                            reason_code__in=EVICTIONS).exclude(pk=pod.pk).first())
 
 
 def preemption_cause(pod: Pod) -> str:

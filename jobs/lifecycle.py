@@ -418,8 +418,9 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
     if aimaster.after_pod_failure(job, pod, exit_code=pod.exit_code, reason=report.reason,
                                   message=report.message, now=report.at):
         return
-    if pod.preempted:
-        reason, message = pod.reason_code, f"Resource Preempted: {pod.reason_message}"
+    evicted = pod if pod.preempted else aimaster.evicted_peer(job, pod)
+    if evicted is not None:
+        reason, message = evicted.reason_code, f"Resource Preempted: {evicted.reason_message}"
     else:
         reason = report.reason or "PodFailed"
         message = aimaster.failure_text(pod.pod_id, pod.exit_code, report.message)

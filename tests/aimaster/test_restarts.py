@@ -295,3 +295,38 @@ def test_without_fault_tolerance_a_preempted_job_fails(running, reports):
     job = running(pods=1, ft_enabled=False)
     preempt(reports, current_pods(job)[0])
     assert (refreshed(job).status, job.reason_code) == ("Failed", "Preempted")
+
+
+def test_a_gang_peer_failing_before_the_preempted_pod_ends_restarts_the_job_for_the_preemption(running, reports):
+    # The peer's collective fails as soon as the preempted worker is gone; its end report may be
+    # applied before the preempted pod's own.
+    job = running(pods=2, ft_max_restarts=0)
+    victim, peer = current_pods(job)
+    dispatch.stop_pods([victim], dispatch.PREEMPTED, "reclaimed by quota nlp-team for job dlc-lender", 30,
+                       event="Resource Preempted")
+    fail_pod(reports, peer, code=1, message="the command exited with code 1")
+    job = refreshed(job)
+    assert job.status == "Restarting", job.reason_message
+    record = job.restarts.get()
+    assert (record.cause, record.counted) == ("Preemption", False)
+    assert "reclaimed by quota nlp-team" in record.message
+
+    reports(report(victim, "Failed", 143, reason=dispatch.PREEMPTED))
+    job = refreshed(job)
+    assert (job.status, job.restart_count, job.preemption_restart_count) == ("Queuing", 0, 1)
+
+
+def test_without_fault_tolerance_a_gang_whose_peer_failed_first_fails_as_preempted(running, reports):
+    job = running(pods=2, ft_enabled=False)
+    victim, peer = current_pods(job)
+    dispatch.stop_pods([victim], dispatch.PREEMPTED, "reclaimed by quota nlp-team for job dlc-lender", 30)
+    fail_pod(reports, peer, code=1)
+    job = refreshed(job)
+    assert (job.status, job.reason_code) == ("Failed", "Preempted")
+    assert job.reason_message.startswith("Resource Preempted: reclaimed by quota nlp-team")
+
+
+def test_a_failure_while_the_job_is_not_being_preempted_is_judged_as_a_failure(running, reports):
+    job = running(pods=2, ft_max_restarts=0)
+    fail_pod(reports, current_pods(job)[1], code=1)
+    assert (refreshed(job).status, job.reason_code) == ("Failed", "Error")

@@ -241,6 +241,7 @@ def _submit_lender(cluster: dict, duration: float):
 def _phase(services, cluster, kind, schedule, seconds, step_s, ckpt_every, grace_s, pod_root) -> dict:
     from jobs.models import Job
     from jobs.services import stop_job
+    from jobs.states import FINAL
 
     job = _submit_borrower(cluster, kind, step_s, ckpt_every, grace_s)
     services.wait(lambda: Job.objects.filter(pk=job.pk, status="Running").exists(), "the borrower to run",
@@ -251,7 +252,7 @@ def _phase(services, cluster, kind, schedule, seconds, step_s, ckpt_every, grace
             lenders.append(_submit_lender(cluster, pending.pop(0)[1]))
         time.sleep(0.2)
     job = Job.objects.get(pk=job.pk)
-    if job.status in ("Stopped", "Failed", "Succeeded"):
+    if job.status in FINAL:
         raise RuntimeError(f"the {kind} borrower ended by itself: {_why(job)}")
     stop_job(cluster["team"].user, job)
     services.wait(lambda: Job.objects.filter(pk=job.pk, status__in=("Stopped", "Failed", "Succeeded")).exists(),

@@ -49,7 +49,7 @@ from jobs.cycle_requests import request_cycle
 from jobs.logs import read_logs
 from jobs.models import (FaultTolerancePolicy, Job, Pod, PodLog, RestartRecord, RunType, Source, incarnation_id,
                          pod_name)
-from jobs.states import LIVE_STATUSES, JobStatus
+from jobs.states import JobStatus
 from quotas.models import NodeStatus
 
 log = logging.getLogger(__name__)
@@ -430,8 +430,8 @@ def evicted_peer(job: Job, pod: Pod) -> Pod | None:
     when `pod` failed: a gang's workers share collectives, so the peers of a stopped worker fail
     too, and one's end may be applied before the evicted pod's own. Then the eviction is the
     cause, whichever end came first."""
-    return (job.pods.filter(current=True, terminating=True, status__in=LIVE_STATUSES,
-                            reason_code__in=EVICTIONS).exclude(pk=pod.pk).first())
+    return (dispatch.live_pods(job).filter(current=True, terminating=True, reason_code__in=EVICTIONS)
+            .exclude(pk=pod.pk).first())
 
 
 def preemption_cause(pod: Pod) -> str:

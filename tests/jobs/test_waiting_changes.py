@@ -3,6 +3,7 @@ _changes_since), and misses none: not one written by a transaction that commits 
 began, not one that left the queue, not one deleted."""
 
 import threading
+import time
 
 import pytest
 from django.db import connection, transaction
@@ -39,6 +40,23 @@ def reads(monkeypatch):
     return seen
 
 
+def settled() -> None:
+    """Wait until every transaction that began before now has ended, in the whole PostgreSQL
+    cluster: transaction ids are the cluster's, so another database's open transaction (a test run
+    beside this one) holds a snapshot's xmin back, and a read then takes again what an earlier one
+    took. That is right, only not what these tests count: they settle before each read."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_xact_id()::text::bigint")  # autocommit: a transaction of its own
+        mark = cursor.fetchone()[0]
+        deadline = time.monotonic() + 60
+        while True:
+            cursor.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            if cursor.fetchone()[0] > mark:
+                return
+            assert time.monotonic() < deadline, "a transaction of the cluster stayed open for 60 s"
+            time.sleep(0.05)
+
+
 def priorities(read) -> dict[str, int]:
     return {job.job_id: job.priority for job in read}
 
@@ -46,11 +64,13 @@ def priorities(read) -> dict[str, int]:
 def test_a_read_takes_only_the_jobs_written_since_the_last_one(bob, reads):
     jobs = [create_job(bob, make_request()) for _ in range(3)]
     waiting_jobs = waiting.WaitingJobs()
+    settled()
     assert len(waiting_jobs.read()) == 3 and reads == ["all"]
     assert len(waiting_jobs.read()) == 3 and reads[1] == []  # nothing written since: no job row read
 
     update_job_priority(bob, jobs[0], 9)
     newer = create_job(bob, make_request())
+    settled()
     read = waiting_jobs.read()
     assert reads[2] == sorted([jobs[0].pk, newer.pk])
     assert [j.job_id for j in read] == [j.job_id for j in (*jobs, newer)] and read[0].priority == 9
@@ -88,6 +108,7 @@ def test_a_job_written_by_a_transaction_that_commits_after_a_read_began_is_read_
 def test_a_deleted_waiting_job_makes_the_next_read_take_every_version(bob, reads):
     jobs = [create_job(bob, make_request()) for _ in range(2)]
     waiting_jobs = waiting.WaitingJobs()
+    settled()
     assert len(waiting_jobs.read()) == 2
     Job.objects.filter(pk=jobs[0].pk).delete()  # a delete leaves no row with a transaction id to find
     assert [j.job_id for j in waiting_jobs.read()] == [jobs[1].job_id]

@@ -14,13 +14,17 @@ from tests.jobs.test_elastic_jobs import current, reclaim_one_node, running_borr
 
 pytest.importorskip("torch")
 
-# Each worker joins the group, sums its rank + 1 with the others' and prints what it saw.
+# Each worker joins the group, sums its rank + 1 with the others' and prints what it saw. It leaves
+# the group before it exits: a gloo group left to the interpreter's exit can abort the process
+# ("terminate called without an active exception"), and its torchrun agent then fails while the
+# other waits out its 300-second exit barrier.
 WORKER = textwrap.dedent("""
     import torch, torch.distributed as dist
     dist.init_process_group("gloo")
     total = torch.tensor([dist.get_rank() + 1.0])
     dist.all_reduce(total)
     print(f"world={dist.get_world_size()} sum={total.item():g}", flush=True)
+    dist.destroy_process_group()
 """)
 # The test holds torchrun's last call open for 10 minutes (its default is 30 s): a rendezvous that
 # waits for it cannot pass, and one that does not has time to start on a loaded machine.

@@ -27,6 +27,7 @@ def test_no_limit_on_waiting_jobs_when_it_is_zero(bob, settings):
     settings.OPENDLC_MAX_WAITING_JOBS_PER_WORKSPACE = 0
     for _ in range(3):
         create_job(bob, make_request())
+    assert Job.objects.count() == 3
 
 
 def test_a_client_token_retry_is_answered_even_when_the_workspace_is_full(bob, settings):

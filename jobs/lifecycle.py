@@ -420,7 +420,7 @@ def on_pod_failed(job: Job, pod: Pod, report: Report) -> None:
         return
     evicted = pod if pod.preempted else aimaster.evicted_peer(job, pod)
     if evicted is not None:
-        reason, message = evicted.reason_code, f"Resource Preempted: {evicted.reason_message}"
+        reason, message = evicted.reason_code, aimaster.preemption_message(evicted)
     else:
         reason = report.reason or "PodFailed"
         message = aimaster.failure_text(pod.pod_id, pod.exit_code, report.message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import pairwise
 
 from scheduler import FORCE
 
@@ -111,7 +112,7 @@ def utilization_series(result: Result, bin_s: int = 6 * HOUR) -> tuple[list[int]
     end = makespan_end(result)
     bins = [0.0] * (end // bin_s + 1)
     steps = result.busy + [(end, 0)]
-    for (t, gpus), (t_next, _) in zip(steps, steps[1:]):
+    for (t, gpus), (t_next, _) in pairwise(steps):
         while t < t_next:
             edge = min(t_next, (t // bin_s + 1) * bin_s)
             bins[t // bin_s] += gpus * (edge - t)

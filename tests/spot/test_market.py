@@ -1,4 +1,5 @@
 from decimal import Decimal
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -91,7 +92,7 @@ def test_the_price_moves_at_most_the_hourly_limit_in_any_hour():
 def test_each_tick_moves_at_most_its_share_of_the_hourly_limit():
     params = MarketParams(tick_minutes=5, max_move_per_hour=Decimal("0.12"))
     series = run("p", [130] * 200, params=params)
-    steps = [abs(b - a) for a, b in zip(series, series[1:])]
+    steps = [abs(b - a) for a, b in pairwise(series)]
     assert max(steps) == Decimal("0.01")
 
 

@@ -114,33 +114,37 @@ class FailedShapes:
     Within one key capacity only shrinks, so a gang that failed fails again, and so does any
     gang at least as big: as many pods or more, each at least as large, of the same instance
     type. Remembering that lets a cycle skip most of a long queue in a few dictionary lookups.
+
+    `rank` orders what a try may use under one key, each rank's a subset of the next (a victim
+    search by a job of lower priority may preempt fewer pods): a gang that failed at a rank also
+    fails at every lower one.
     """
 
     def __init__(self):
-        self._exact: set[tuple] = set()
-        # (key, instance type) -> minimal failed uniform gangs: (pod count, gpu, cpu, mem)
-        self._uniform: dict[tuple, list[tuple[int, int, int, int]]] = {}
+        self._exact: dict[tuple, int] = {}  # (key, shape) -> the highest rank it failed at
+        # (key, instance type) -> minimal failed uniform gangs: (pod count, gpu, cpu, mem, rank)
+        self._uniform: dict[tuple, list[tuple[int, int, int, int, int]]] = {}
 
-    def known(self, key: tuple, shape: Shape) -> bool:
-        if (key, shape) in self._exact:
+    def known(self, key: tuple, shape: Shape, rank: int = 0) -> bool:
+        if self._exact.get((key, shape), rank - 1) >= rank:
             return True
         uniform = _uniform(shape)
         if uniform is None:
             return False
         itype, (g, c, m), count = uniform
-        for n, fg, fc, fm in self._uniform.get((key, itype), ()):
-            if n <= count and fg <= g and fc <= c and fm <= m:
+        for n, fg, fc, fm, fr in self._uniform.get((key, itype), ()):
+            if n <= count and fg <= g and fc <= c and fm <= m and rank <= fr:
                 return True
         return False
 
-    def add(self, key: tuple, shape: Shape) -> None:
-        self._exact.add((key, shape))
+    def add(self, key: tuple, shape: Shape, rank: int = 0) -> None:
+        self._exact[(key, shape)] = max(rank, self._exact.get((key, shape), rank))
         uniform = _uniform(shape)
         if uniform is not None:
             itype, (g, c, m), count = uniform
             kept = [f for f in self._uniform.get((key, itype), ())
-                    if not (count <= f[0] and g <= f[1] and c <= f[2] and m <= f[3])]
-            self._uniform[(key, itype)] = kept + [(count, g, c, m)]
+                    if not (count <= f[0] and g <= f[1] and c <= f[2] and m <= f[3] and rank >= f[4])]
+            self._uniform[(key, itype)] = kept + [(count, g, c, m, rank)]
 
 
 def _uniform(shape: Shape):

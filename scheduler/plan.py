@@ -561,7 +561,7 @@ class Cycle:
         prio = job.priority if quota.allow_priority_preemption else 0
         if in_quota and (room or prio) and self._wait_in_own(
                 job, own, room, self._reclaim_candidates(job, quota), self._reclaim_reason(quota),
-                prio):
+                ("reclaim", prio)):
             return False
         self._explain_quota_wait(job, quota, own, idle, in_quota, borrow)
         return False
@@ -772,17 +772,19 @@ class Cycle:
         return True
 
     def _wait_for_capacity(self, job, scope, candidates=None, reason=None,
-                           prio: object = 0) -> bool:
+                           prio: tuple[str, int] = ("reclaim", 0)) -> bool:
         """Reserve capacity that terminating pods will free; if that is not enough (and
         `candidates` are given), preempt the fewest victims that make the job fit. Either way
         the job waits this cycle, and while its victims terminate the next cycle finds them
-        here and preempts nothing more. `prio` names the candidates in the failed-search memo.
+        here and preempts nothing more. `prio` keys the failed-search memo: which candidates
+        ("reclaim", or the quota's "own" pods only) and the priority that chose them.
         """
         shape = job.shape
         # A victim search that failed stays failed: a preemption since then only moved
-        # capacity from candidates to releasing. A releasing-only fit may appear, though.
-        victims_key = (scope.key, "victims", prio)
-        if candidates is not None and self.failed.known(victims_key, shape):
+        # capacity from candidates to releasing. A releasing-only fit may appear, though. A
+        # job of lower priority has a subset of the candidates, so it fails too (its rank).
+        victims_key, rank = (scope.key, "victims", prio[0]), prio[1]
+        if candidates is not None and self.failed.known(victims_key, shape, rank):
             return False
         combined_key = (scope.key, "combined", scope.released)
         placed = None
@@ -791,7 +793,7 @@ class Cycle:
             if placed is None:
                 self.failed.add(combined_key, shape)
         if placed is None and candidates is not None:
-            placed = self._preempt_for(job, scope, candidates, reason, victims_key)
+            placed = self._preempt_for(job, scope, candidates, reason, victims_key, rank)
         if placed is None:
             return False
         waiting_for = self._terminating_needed(placed)
@@ -802,7 +804,7 @@ class Cycle:
                    waiting_for)
         return True
 
-    def _preempt_for(self, job, scope, candidates, reason, key):
+    def _preempt_for(self, job, scope, candidates, reason, key, rank):
         victims = None
         if self.spare_pods:  # shrink elastic jobs before taking any job whole
             spare = self.spare_candidates.get(candidates)
@@ -812,7 +814,7 @@ class Cycle:
         if not victims:
             victims = find_victims(self.view, scope, job.pods, candidates)
         if not victims:
-            self.failed.add(key, job.shape)
+            self.failed.add(key, job.shape, rank)
             return None
         for pod in victims:
             self._preempt(pod, reason(pod, job))

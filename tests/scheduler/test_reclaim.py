@@ -1,9 +1,13 @@
 """Rule 4: a lender takes its capacity back by preempting the fewest idle pods."""
 
+import importlib
+
 import pytest
 
 from scheduler import plan
 from scheduler.decisions import HIGHER_PRIORITY, QUOTA_FULL, RECLAIMED, WAITING_FOR_TERMINATION
+from scheduler.placement import FailedShapes
+from scheduler.preemption import find_victims
 
 from .builders import NOW, make_job, make_pod, node, quota, snapshot
 
@@ -262,3 +266,37 @@ def test_without_priority_preemption_an_acceptable_job_still_borrows_before_it_w
     pods = [make_pod("low").on("n1").gpus(4).priority(1)]
     d = plan(snapshot(NODES, tree, pods, [make_job("high").accept().gpus(8).priority(9)]), NOW)
     assert d.preempted_pod_ids() == () and d.admission("high").kind == "idle"
+
+
+def test_a_victim_search_that_failed_is_not_repeated_for_a_lower_priority_job(monkeypatch):
+    # A lower priority may preempt a subset of what a higher one may, so its search fails too.
+    plan_module = importlib.import_module("scheduler.plan")
+    searches = []
+
+    def counted(view, scope, requests, candidates):
+        searches.append(requests)
+        return find_victims(view, scope, requests, candidates)
+
+    monkeypatch.setattr(plan_module, "find_victims", counted)
+    tree = [quota("root"), quota("q1", "root", allow_priority_preemption=True), quota("q2", "root")]
+    pods = [make_pod("p5").on("n1").gpus(4).priority(5), make_pod("p9").on("n1").gpus(4).priority(9)]
+    jobs = [make_job("high").gpus(8).priority(5).forbidden(), make_job("low").gpus(8).priority(3).forbidden()]
+    d = plan(snapshot(NODES, tree, pods, jobs), NOW)
+    assert d.preemptions == ()
+    assert [d.wait_reason(j).code for j in ("high", "low")] == [QUOTA_FULL, QUOTA_FULL]
+    assert len(searches) == 1
+
+
+def test_failed_shapes_rank_a_failure_for_every_lower_rank_and_larger_gang():
+    key = ("scope", "victims", "reclaim")
+    failed = FailedShapes()
+    four = (("A100", (4, 32000, 262144)),)
+    failed.add(key, four, rank=5)
+    assert failed.known(key, four, rank=5) and failed.known(key, four, rank=1)
+    assert failed.known(key, four * 2, rank=3)  # more pods of the same size
+    assert not failed.known(key, four, rank=6)  # more candidates: it may fit
+    assert not failed.known(key, (("A100", (2, 16000, 131072)),), rank=1)  # smaller pods
+    assert not failed.known(("other",), four, rank=1)
+    mixed = four + (("A100", (1, 8000, 65536)),)
+    failed.add(key, mixed, rank=2)
+    assert failed.known(key, mixed, rank=2) and not failed.known(key, mixed, rank=4)

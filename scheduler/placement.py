@@ -143,7 +143,8 @@ class FailedShapes:
         if uniform is not None:
             itype, (g, c, m), count = uniform
             kept = [f for f in self._uniform.get((key, itype), ())
-                    if not (count <= f[0] and g <= f[1] and c <= f[2] and m <= f[3] and rank >= f[4])]
+                    if not (count <= f[0] and g <= f[1] and c <= f[2] and m <= f[3]
+                            and rank >= f[4])]
             self._uniform[(key, itype)] = kept + [(count, g, c, m, rank)]
 
 

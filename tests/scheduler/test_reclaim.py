@@ -279,8 +279,10 @@ def test_a_victim_search_that_failed_is_not_repeated_for_a_lower_priority_job(mo
 
     monkeypatch.setattr(plan_module, "find_victims", counted)
     tree = [quota("root"), quota("q1", "root", allow_priority_preemption=True), quota("q2", "root")]
-    pods = [make_pod("p5").on("n1").gpus(4).priority(5), make_pod("p9").on("n1").gpus(4).priority(9)]
-    jobs = [make_job("high").gpus(8).priority(5).forbidden(), make_job("low").gpus(8).priority(3).forbidden()]
+    pods = [make_pod("p5").on("n1").gpus(4).priority(5),
+            make_pod("p9").on("n1").gpus(4).priority(9)]
+    jobs = [make_job("high").gpus(8).priority(5).forbidden(),
+            make_job("low").gpus(8).priority(3).forbidden()]
     d = plan(snapshot(NODES, tree, pods, jobs), NOW)
     assert d.preemptions == ()
     assert [d.wait_reason(j).code for j in ("high", "low")] == [QUOTA_FULL, QUOTA_FULL]

@@ -28,8 +28,9 @@ AS_SCRIPTS = {
     "api_latency": (["--jobs", "300", "--clients", "2", "--calls", "3"], "ListJobs, filtered"),
     "checkpoint_stall": (["--size-mib", "4", "--tensors", "2", "--runs", "2", "--compute-ms", "5"], "stall, save() + wait"),
     "cycle_profile": (["--waiting", "40", "--nodes", "10", "--cycles", "2", "--top", "3"], "submitted 40 jobs"),
-    # Real process agents and training processes: two nodes, one lender job, a short run of each borrower.
-    "goodput": (["--nodes", "2", "--seconds", "25", "--lender-every", "6", "--lender-run", "6", "8"], "elastic "),
+    # Real process agents and training processes: two nodes, one lender job (seed 7), a short run of
+    # each borrower: long enough for each to be preempted once and take the node back.
+    "goodput": (["--nodes", "2", "--seconds", "14", "--lender-every", "4", "--lender-run", "4", "5"], "elastic "),
     "scheduler_core": (["--scales", "1", "--repeat", "1"], "1x"),
     "start_estimate": (["--waiting", "20", "--quotas", "2", "--nodes", "3", "--repeat", "1"], "large:"),
 }

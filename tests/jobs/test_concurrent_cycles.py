@@ -13,7 +13,7 @@ runs out. The control test removes the lock and shows that the same scenario doe
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 import scheduler
 from cycle import schedule
@@ -53,6 +53,9 @@ def race(bob, monkeypatch, wait_s: float) -> bool:
         if threading.current_thread().name == "cycle-1":
             first_planned.set()
             overlapped.append(second_planned.wait(timeout=wait_s))
+            # At its commit, not when its run returns: the run then writes the wait reasons under
+            # the cycle lock, which cycle 2 holds while it waits for this.
+            transaction.on_commit(first_committed.set)
         else:
             second_planned.set()
             first_committed.wait(timeout=60)
@@ -63,7 +66,7 @@ def race(bob, monkeypatch, wait_s: float) -> bool:
 
     def first():
         run(cycle_tasks.process_cycle.run, errors)
-        first_committed.set()
+        first_committed.set()  # also if it failed before its commit
 
     def second():
         first_planned.wait(timeout=60)

@@ -20,6 +20,13 @@ def live_server_requests_close_their_connections():
 
 
 @pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """The demo seed hashes three or four passwords a test, and Django's default hasher is slow by
+    design: seeding was most of many tests' time. No test is about the hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def fresh_scheduler_memory(monkeypatch):
     """Each test starts with a scheduler process that has seen no cycle (cycle/waiting.py) nor read
     the quotas' typical runs (cycle/typical.py), and an empty cache (SQLite reuses the primary keys

@@ -10,7 +10,7 @@ from jobs.logs import store_chunks
 from jobs.models import Job, Pod, PodLog
 
 # Autouse: agent messages and cycle requests are recorded, not sent.
-from tests.jobs.conftest import cycle_requests, fast_passwords, report, sent  # noqa: F401
+from tests.jobs.conftest import cycle_requests, report, sent  # noqa: F401
 
 T0 = timezone.now()
 

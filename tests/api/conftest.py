@@ -9,12 +9,6 @@ from apikit.models import AccessKey
 from quotas.models import Workspace
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    # The demo seed makes three users per test; the default hasher would take most of the run.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def endpoint(live_server) -> str:
     return live_server.url.removeprefix("http://")

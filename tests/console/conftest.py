@@ -8,12 +8,6 @@ from quotas.models import Quota, Workspace
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """The demo seed hashes three passwords; the default hasher makes that most of a test's time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
     """Console tests drive the scheduler themselves: nothing goes to Celery or the agents."""
     sent = []

@@ -34,12 +34,6 @@ def cycle_requests(monkeypatch):
     return calls
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """The demo seeds three users per test; a slow password hash would dominate the run."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def make_request(pods=1, instance_type=V100, role="Worker", **kw) -> JobRequest:
     roles = kw.pop("roles") if "roles" in kw else [RoleRequest(role=role, pod_count=pods, instance_type=instance_type,
                                                   image="pytorch:2.5")]

@@ -17,8 +17,7 @@ from tests.console.conftest import quota_job
 
 
 @pytest.fixture(autouse=True)
-def quiet(monkeypatch, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def quiet(monkeypatch):
     monkeypatch.setattr(dispatch, "send", lambda messages: None)
     monkeypatch.setattr("jobs.cycle_requests._request_now", lambda: None)
 
